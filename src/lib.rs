@@ -1,0 +1,59 @@
+//! Which upstream server nginx picks for `hash $key consistent;` and `hash $key;`, bit for bit.
+//!
+//! ```
+//! use nginx_ketama::{Method, Peer, Route, Upstream};
+//!
+//! let up = Upstream::builder(Method::Consistent)
+//!     .peer(Peer::new("127.0.0.1:9001").weight(3))
+//!     .peer(Peer::new("127.0.0.1:9002"))
+//!     .peer(Peer::new("[::1]:9101").weight(2))
+//!     .peer(Peer::new("UNIX:/tmp/ngxrun/b.sock"))
+//!     .build()?;
+//! // Recorded from a real nginx (../shared spec §11 E).
+//! assert_eq!(up.route(b"k9"), Route::Server(up.primary()[3].server()));
+//! # Ok::<(), nginx_ketama::UpstreamError>(())
+//! ```
+//!
+//! # What nginx really does
+//!
+//! nginx's consistent hash is *not* "MD5 of `host:i`, 160 virtual nodes": each `server` line's configured
+//! string is split into host and port, and `160 × weight` points are chained with CRC32
+//! (`crc32(host ‖ 0 ‖ port ‖ le32(previous point))`). A key's CRC32 picks the first point at or above it.
+//! Failover walks the ring one point at a time, skipping tried and failed peers, and after 20 empty points
+//! gives up hashing for round-robin. Plain `hash` is Cache::Memcached's rehash over weighted slots.
+//!
+//! # Overview
+//!
+//! * [`Upstream`] — peers in list order (primary and backup), the method and, for `consistent`, the
+//!   [`Ring`]; [`Upstream::route`] answers "who gets this key?" statelessly.
+//! * [`Worker`] — a per-worker simulator reproducing nginx request by request: retries, the 20-miss budget,
+//!   round-robin fallbacks, `max_fails`/`fail_timeout`, several addresses under one name.
+//! * [`config`] — reads `upstream` blocks from a real `nginx.conf` (with `include`), with nginx's errors.
+//! * [`md5_variants`] — the MD5 rings that popular answers describe, kept apart and labelled *not nginx*.
+//!
+//! Deliberate differences from nginx are marked `NGINX-DIFF:` in the source and listed in the README.
+//!
+//! # Crate features
+//!
+//! * `harness` — the live conformance harness (real nginx processes and containers).
+//! * `cli` — the `nginx-ketama` command (`route`, `ring`, `verify`).
+//!
+//! The library itself depends only on `crc32fast`, `md-5`, `thiserror` and `libc`.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod md5_variants;
+pub mod plain;
+pub mod resolve;
+pub mod ring;
+pub mod server;
+pub mod upstream;
+pub mod version;
+pub mod worker;
+
+pub use ring::{Point, Ring, RingError};
+pub use server::Server;
+pub use upstream::{List, Method, Peer, PeerId, Route, Upstream, UpstreamBuilder, UpstreamError};
+pub use version::NginxVersion;
+pub use worker::{Outcome, Status, Worker};

@@ -1,0 +1,511 @@
+//! An upstream as nginx sees it at startup: the balancing method, the primary and backup peer lists, and
+//! (for `consistent`) the ring. Also the stateless answer to "which server gets this key?".
+
+use crate::plain::{RehashSequence, slot_owner};
+use crate::ring::{Ring, RingError};
+use crate::server::{Address, Server};
+use crate::version::NginxVersion;
+use std::net::{IpAddr, SocketAddr};
+
+/// Which `hash` flavour the upstream uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `hash $key consistent;` (ketama ring).
+    Consistent,
+    /// `hash $key;` (Cache::Memcached rehashing over weighted slots).
+    Plain,
+}
+
+/// One peer: one address of one `server` line.
+///
+/// A `server` line whose host resolves to several addresses gives several peers with the same
+/// [`server`](Peer::server) string and different [`name`](Peer::name)s.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::Peer;
+///
+/// let p = Peer::new("127.0.0.1").weight(3).max_fails(0);
+/// assert_eq!(p.server().as_str(), "127.0.0.1");
+/// assert_eq!(p.name(), "127.0.0.1:80"); // as nginx prints it in $upstream_addr
+/// assert_eq!(p.get_weight(), 3);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    server: Server,
+    name: String,
+    weight: u32,
+    max_fails: u32,
+    fail_timeout: u64,
+    max_conns: u32,
+    down: bool,
+}
+
+impl Peer {
+    /// A peer with nginx's defaults (`weight=1 max_fails=1 fail_timeout=10s max_conns=0`, not down).
+    ///
+    /// Its [`name`](Peer::name) is the address nginx would print for an IP literal or `unix:` path
+    /// (`127.0.0.1` → `127.0.0.1:80`); for a hostname it is the server string itself until
+    /// [`Peer::with_name`] sets the resolved address.
+    pub fn new(server: impl Into<Server>) -> Peer {
+        let server = server.into();
+        let name = default_name(&server, 80);
+        Peer { server, name, weight: 1, max_fails: 1, fail_timeout: 10, max_conns: 0, down: false }
+    }
+
+    /// Sets the address as printed in `$upstream_addr` (e.g. `10.0.0.7:8080`, `[::1]:80`).
+    pub fn with_name(mut self, name: impl Into<String>) -> Peer {
+        self.name = name.into();
+        self
+    }
+
+    /// Sets `weight=` (0 is rejected when the upstream is built).
+    pub fn weight(mut self, weight: u32) -> Peer {
+        self.weight = weight;
+        self
+    }
+
+    /// Sets `max_fails=` (0 disables failure accounting).
+    pub fn max_fails(mut self, max_fails: u32) -> Peer {
+        self.max_fails = max_fails;
+        self
+    }
+
+    /// Sets `fail_timeout=` in seconds.
+    pub fn fail_timeout(mut self, seconds: u64) -> Peer {
+        self.fail_timeout = seconds;
+        self
+    }
+
+    /// Sets `max_conns=` (0 = unlimited).
+    pub fn max_conns(mut self, max_conns: u32) -> Peer {
+        self.max_conns = max_conns;
+        self
+    }
+
+    /// Marks the peer `down` (or sets it back up).
+    pub fn down(mut self, down: bool) -> Peer {
+        self.down = down;
+        self
+    }
+
+    /// The configured server string (what the ring hashes and compares).
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// The address as nginx prints it in `$upstream_addr`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The weight.
+    pub fn get_weight(&self) -> u32 {
+        self.weight
+    }
+
+    /// `max_fails`.
+    pub fn get_max_fails(&self) -> u32 {
+        self.max_fails
+    }
+
+    /// `fail_timeout` in seconds.
+    pub fn get_fail_timeout(&self) -> u64 {
+        self.fail_timeout
+    }
+
+    /// `max_conns` (0 = unlimited).
+    pub fn get_max_conns(&self) -> u32 {
+        self.max_conns
+    }
+
+    /// Whether the peer is `down`.
+    pub fn is_down(&self) -> bool {
+        self.down
+    }
+}
+
+/// The `$upstream_addr` text nginx prints for a literal address, or the server string for a hostname.
+pub(crate) fn default_name(server: &Server, default_port: u16) -> String {
+    match Address::parse(server.as_str()) {
+        Ok(Address::Unix { .. }) => server.as_str().to_string(),
+        Ok(Address::Ipv6 { addr, port }) => SocketAddr::new(IpAddr::V6(addr), port.unwrap_or(default_port)).to_string(),
+        Ok(Address::Host { host, port }) => match ngx_inet_addr(&host) {
+            Some(ip) => SocketAddr::new(IpAddr::V4(ip), port.unwrap_or(default_port)).to_string(),
+            None => server.as_str().to_string(),
+        },
+        Err(_) => server.as_str().to_string(),
+    }
+}
+
+/// nginx's IPv4 literal rule (`ngx_inet_addr`): exactly four dot-separated decimal octets ≤ 255; leading
+/// zeros and even empty octets are accepted (`1..2.3` is 1.0.2.3). Anything else is a hostname.
+pub(crate) fn ngx_inet_addr(text: &str) -> Option<std::net::Ipv4Addr> {
+    let mut addr: u32 = 0;
+    let mut octet: u32 = 0;
+    let mut dots = 0;
+    for c in text.bytes() {
+        match c {
+            b'0'..=b'9' => {
+                octet = octet * 10 + u32::from(c - b'0');
+                if octet > 255 {
+                    return None;
+                }
+            }
+            b'.' => {
+                addr = (addr << 8) + octet;
+                octet = 0;
+                dots += 1;
+                if dots > 3 {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    (dots == 3).then(|| std::net::Ipv4Addr::from((addr << 8) + octet))
+}
+
+/// Which list a peer is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum List {
+    /// The primary servers (the only ones on the ring).
+    Primary,
+    /// `backup` servers (declared before `hash`), reachable only through the round-robin fallback.
+    Backup,
+}
+
+/// A peer's position: its list and its index in that list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PeerId {
+    /// The list.
+    pub list: List,
+    /// Index in list order.
+    pub index: usize,
+}
+
+/// Why an upstream could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UpstreamError {
+    /// No primary peers (nginx: `no servers in upstream`).
+    #[error("no servers in upstream \"{0}\"")]
+    NoServers(String),
+    /// A peer with weight 0.
+    #[error("invalid weight 0 for server \"{0}\"")]
+    ZeroWeight(Server),
+    /// The ring would be too large.
+    #[error(transparent)]
+    Ring(#[from] RingError),
+}
+
+/// An nginx upstream using `hash`: method, peers, and the ring built once at startup.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, Peer, Route, Upstream};
+///
+/// let up = Upstream::builder(Method::Consistent)
+///     .peers((9001..=9005).map(|p| Peer::new(format!("127.0.0.1:{p}"))))
+///     .build()?;
+/// // Recorded from nginx (spec §11 A).
+/// assert_eq!(up.route(b"k0"), Route::Server(up.primary()[4].server()));
+/// assert_eq!(up.route(b""), Route::RoundRobin); // the empty key is never hashed
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    name: String,
+    method: Method,
+    primary: Vec<Peer>,
+    backup: Vec<Peer>,
+    version: NginxVersion,
+    ring: Option<Ring>,
+    /// For each primary peer, its server's index in `ring.servers()`.
+    ring_server: Vec<u32>,
+    /// For each ring server, whether any primary peer with that string is not `down`.
+    ring_server_up: Vec<bool>,
+}
+
+/// Builds an [`Upstream`]; see [`Upstream::builder`].
+#[derive(Debug, Clone)]
+pub struct UpstreamBuilder {
+    name: String,
+    method: Method,
+    primary: Vec<Peer>,
+    backup: Vec<Peer>,
+    version: NginxVersion,
+}
+
+impl UpstreamBuilder {
+    /// The upstream's name (used in messages and by nginx in `$upstream_addr` when nothing is live).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Appends a primary peer.
+    pub fn peer(mut self, peer: Peer) -> Self {
+        self.primary.push(peer);
+        self
+    }
+
+    /// Appends primary peers.
+    pub fn peers(mut self, peers: impl IntoIterator<Item = Peer>) -> Self {
+        self.primary.extend(peers);
+        self
+    }
+
+    /// Appends a backup peer (only reachable through the round-robin fallback).
+    pub fn backup(mut self, peer: Peer) -> Self {
+        self.backup.push(peer);
+        self
+    }
+
+    /// The nginx version whose rules to follow (default [`NginxVersion::LATEST`]).
+    pub fn version(mut self, version: NginxVersion) -> Self {
+        self.version = version;
+        self
+    }
+
+    /// Builds the upstream (and its ring, for [`Method::Consistent`]).
+    ///
+    /// # Errors
+    ///
+    /// [`UpstreamError::NoServers`] without primary peers, [`UpstreamError::ZeroWeight`] for a weight of 0,
+    /// [`UpstreamError::Ring`] for a ring above [`crate::ring::MAX_POINTS`].
+    pub fn build(self) -> Result<Upstream, UpstreamError> {
+        if self.primary.is_empty() {
+            return Err(UpstreamError::NoServers(self.name));
+        }
+        if let Some(p) = self.primary.iter().chain(&self.backup).find(|p| p.weight == 0) {
+            return Err(UpstreamError::ZeroWeight(p.server.clone()));
+        }
+        let (ring, ring_server, ring_server_up) = match self.method {
+            Method::Plain => (None, Vec::new(), Vec::new()),
+            Method::Consistent => {
+                let ring = Ring::new(self.primary.iter().map(|p| (&p.server, p.weight)))?;
+                let by_name: std::collections::HashMap<&Server, u32> =
+                    ring.servers().iter().enumerate().map(|(i, s)| (s, i as u32)).collect();
+                let ring_server: Vec<u32> = self.primary.iter().map(|p| by_name[&p.server]).collect();
+                let mut up = vec![false; ring.servers().len()];
+                for (p, &s) in self.primary.iter().zip(&ring_server) {
+                    up[s as usize] |= !p.down;
+                }
+                (Some(ring), ring_server, up)
+            }
+        };
+        Ok(Upstream {
+            name: self.name,
+            method: self.method,
+            primary: self.primary,
+            backup: self.backup,
+            version: self.version,
+            ring,
+            ring_server,
+            ring_server_up,
+        })
+    }
+}
+
+/// The stateless answer for a fresh worker with healthy peers: see [`Upstream::route`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// nginx hashes the key to this server string.
+    Server(&'a Server),
+    /// nginx does not hash this key: it uses round-robin (empty key, a single peer, or more than 20
+    /// consecutive points/slots without a usable peer). The pick then depends on the worker's history;
+    /// use a [`crate::Worker`] to follow it.
+    RoundRobin,
+}
+
+impl Upstream {
+    /// Starts building an upstream.
+    pub fn builder(method: Method) -> UpstreamBuilder {
+        UpstreamBuilder {
+            name: "upstream".to_string(),
+            method,
+            primary: Vec::new(),
+            backup: Vec::new(),
+            version: NginxVersion::default(),
+        }
+    }
+
+    /// The upstream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The balancing method.
+    pub fn method(&self) -> Method {
+        self.method
+    }
+
+    /// The nginx version whose rules apply.
+    pub fn version(&self) -> NginxVersion {
+        self.version
+    }
+
+    /// Primary peers in list order.
+    pub fn primary(&self) -> &[Peer] {
+        &self.primary
+    }
+
+    /// Backup peers in list order.
+    pub fn backup(&self) -> &[Peer] {
+        &self.backup
+    }
+
+    /// The peer at `id`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `id` does not belong to this upstream.
+    pub fn peer(&self, id: PeerId) -> &Peer {
+        &self.list(id.list)[id.index]
+    }
+
+    /// The peers of one list.
+    pub fn list(&self, list: List) -> &[Peer] {
+        match list {
+            List::Primary => &self.primary,
+            List::Backup => &self.backup,
+        }
+    }
+
+    /// The ring (for [`Method::Consistent`]).
+    pub fn ring(&self) -> Option<&Ring> {
+        self.ring.as_ref()
+    }
+
+    /// nginx's `single`: exactly one primary peer and no backups.
+    pub(crate) fn is_single(&self, list: List) -> bool {
+        list == List::Primary && self.primary.len() == 1 && self.backup.is_empty()
+    }
+
+    /// Index into `ring().servers()` of a primary peer's server string.
+    pub(crate) fn ring_server_of(&self, primary_index: usize) -> u32 {
+        self.ring_server[primary_index]
+    }
+
+    /// Which server a freshly started worker picks first for `key`, all peers healthy (only `down` counts).
+    ///
+    /// This is the hot-path question ("who owns this key?"), answered without any per-request state. It
+    /// equals the first attempt of [`crate::Worker::request`] on a fresh worker whenever it returns
+    /// [`Route::Server`].
+    pub fn route(&self, key: &[u8]) -> Route<'_> {
+        if key.is_empty() {
+            return Route::RoundRobin;
+        }
+        match self.method {
+            Method::Consistent => {
+                let ring = self.ring.as_ref().expect("consistent upstreams have a ring");
+                if self.is_single(List::Primary) || ring.is_empty() {
+                    return Route::RoundRobin;
+                }
+                let start = ring.locate(crc32fast::hash(key));
+                for step in 0..=20 {
+                    let s = ring.server_index_at(start + step);
+                    if self.ring_server_up[s] {
+                        return Route::Server(&ring.servers()[s]);
+                    }
+                }
+                Route::RoundRobin
+            }
+            Method::Plain => {
+                if self.plain_bypasses(List::Primary) {
+                    return Route::RoundRobin;
+                }
+                let mut seq = RehashSequence::new(key);
+                for _ in 0..=20 {
+                    let p = slot_owner(self.primary.iter().map(|p| p.weight), seq.next_sum())
+                        .expect("weights are positive");
+                    if !self.primary[p].down {
+                        return Route::Server(&self.primary[p].server);
+                    }
+                }
+                Route::RoundRobin
+            }
+        }
+    }
+
+    /// Whether plain hash goes straight to round-robin on this list (version dependent).
+    pub(crate) fn plain_bypasses(&self, list: List) -> bool {
+        if self.version.plain_hash_guards_on_number() { self.list(list).len() < 2 } else { self.is_single(list) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn five(method: Method) -> Upstream {
+        Upstream::builder(method).peers((9001..=9005).map(|p| Peer::new(format!("127.0.0.1:{p}")))).build().unwrap()
+    }
+
+    fn port(r: Route<'_>) -> String {
+        match r {
+            Route::Server(s) => s.as_str().rsplit(':').next().unwrap().to_string(),
+            Route::RoundRobin => "rr".into(),
+        }
+    }
+
+    /// Spec §11 A and B, recorded from nginx.
+    #[test]
+    fn spec_vectors_a_and_b() {
+        let a = five(Method::Consistent);
+        let want_a = ["9005", "9003", "9002", "9003", "9004", "9001", "9001", "9003", "9002", "9005", "9004", "9002"];
+        let b = five(Method::Plain);
+        let want_b = ["9002", "9002", "9003", "9001", "9003", "9002", "9005", "9002", "9002", "9003", "9003", "9004"];
+        for i in 0..12 {
+            let key = format!("k{i}");
+            assert_eq!(port(a.route(key.as_bytes())), want_a[i], "consistent {key}");
+            assert_eq!(port(b.route(key.as_bytes())), want_b[i], "plain {key}");
+        }
+    }
+
+    #[test]
+    fn names_follow_nginx_printing() {
+        assert_eq!(Peer::new("127.0.0.1:080").name(), "127.0.0.1:80");
+        assert_eq!(Peer::new("[::1]").name(), "[::1]:80");
+        assert_eq!(Peer::new("[0:0::1]:9101").name(), "[::1]:9101");
+        assert_eq!(Peer::new("UNIX:/tmp/a.sock").name(), "UNIX:/tmp/a.sock");
+        assert_eq!(Peer::new("backend:80").name(), "backend:80");
+        assert_eq!(Peer::new("127.1").name(), "127.1");
+        assert_eq!(Peer::new("127.000.0.01:9").name(), "127.0.0.1:9");
+        assert_eq!(Peer::new("1..2.3").name(), "1.0.2.3:80");
+        assert_eq!(Peer::new("1.2.3.256").name(), "1.2.3.256");
+    }
+
+    #[test]
+    fn build_errors() {
+        let e = Upstream::builder(Method::Plain).name("u").build().unwrap_err();
+        assert_eq!(e.to_string(), "no servers in upstream \"u\"");
+        let e = Upstream::builder(Method::Plain).peer(Peer::new("a").weight(0)).build().unwrap_err();
+        assert_eq!(e, UpstreamError::ZeroWeight(Server::new("a")));
+    }
+
+    #[test]
+    fn single_peer_and_down_owner() {
+        let one = Upstream::builder(Method::Consistent).peer(Peer::new("a:1")).build().unwrap();
+        assert_eq!(one.route(b"x"), Route::RoundRobin);
+        // A down server's keys move to the next point's server; nothing else moves.
+        let up = five(Method::Consistent);
+        let down = Upstream::builder(Method::Consistent)
+            .peers((9001..=9005).map(|p| Peer::new(format!("127.0.0.1:{p}")).down(p == 9003)))
+            .build()
+            .unwrap();
+        for i in 0..2000 {
+            let key = format!("key-{i}");
+            let before = port(up.route(key.as_bytes()));
+            let after = port(down.route(key.as_bytes()));
+            if before != "9003" {
+                assert_eq!(before, after);
+            } else {
+                assert_ne!(after, "9003");
+            }
+        }
+    }
+}

@@ -1,0 +1,92 @@
+//! nginx versions, for the few places where routing changed between releases this crate supports.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// An nginx release, `major.minor.patch`.
+///
+/// The simulator models nginx 1.22 and later. Between those releases one routing rule changed: since
+/// 1.27.3 plain `hash` goes straight to round-robin when the current list has fewer than two peers (before,
+/// only when the upstream had a single peer and no backups), which matters with one primary plus backups.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::NginxVersion;
+///
+/// let v: NginxVersion = "1.26.3".parse()?;
+/// assert!(v < NginxVersion::new(1, 27, 3));
+/// assert_eq!(v.to_string(), "1.26.3");
+/// # Ok::<(), nginx_ketama::version::ParseVersionError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NginxVersion {
+    /// Major number (1).
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+    /// Patch number.
+    pub patch: u32,
+}
+
+impl NginxVersion {
+    /// The newest release the project verifies against; the default everywhere.
+    pub const LATEST: NginxVersion = NginxVersion::new(1, 30, 6);
+
+    /// A version from its three numbers.
+    pub const fn new(major: u32, minor: u32, patch: u32) -> NginxVersion {
+        NginxVersion { major, minor, patch }
+    }
+
+    /// Plain `hash` bypasses to round-robin on `number < 2` (1.27.3+) rather than on `single`.
+    pub(crate) fn plain_hash_guards_on_number(self) -> bool {
+        self >= NginxVersion::new(1, 27, 3)
+    }
+}
+
+impl Default for NginxVersion {
+    fn default() -> Self {
+        NginxVersion::LATEST
+    }
+}
+
+impl fmt::Display for NginxVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// A version string that is not `N.N.N`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid nginx version \"{0}\" (expected MAJOR.MINOR.PATCH, e.g. 1.26.3)")]
+pub struct ParseVersionError(String);
+
+impl FromStr for NginxVersion {
+    type Err = ParseVersionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParseVersionError(s.to_string());
+        let mut it = s.trim().split('.').map(|p| p.parse::<u32>().map_err(|_| err()));
+        let v =
+            NginxVersion::new(it.next().ok_or_else(err)??, it.next().ok_or_else(err)??, it.next().ok_or_else(err)??);
+        if it.next().is_some() {
+            return Err(err());
+        }
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_order() {
+        assert_eq!("1.22.1".parse::<NginxVersion>().unwrap(), NginxVersion::new(1, 22, 1));
+        assert!("1.22".parse::<NginxVersion>().is_err());
+        assert!("1.22.1.4".parse::<NginxVersion>().is_err());
+        assert!("x.1.1".parse::<NginxVersion>().is_err());
+        assert!(!NginxVersion::new(1, 27, 2).plain_hash_guards_on_number());
+        assert!(NginxVersion::new(1, 27, 3).plain_hash_guards_on_number());
+    }
+}

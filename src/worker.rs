@@ -1,0 +1,565 @@
+//! A simulator of one nginx worker process: request after request, with all the state nginx keeps.
+//!
+//! nginx's choice is a pure function of the key only on the happy path. Retries, the empty key, a single
+//! peer, several peers under one server string and the round-robin fallback all depend on per-peer state
+//! (smooth weighted round-robin weights, failure counts, timestamps) that lives in the worker and carries
+//! over from one request to the next. [`Worker`] keeps exactly that state, so that feeding it the same
+//! requests a fresh nginx worker receives reproduces nginx's `$upstream_addr` attempt by attempt.
+
+use crate::plain::{RehashSequence, slot_owner};
+use crate::upstream::{List, Method, Peer, PeerId, Upstream};
+
+/// Consecutive ring points (or plain-hash slots) without a usable peer that one request may pass before
+/// nginx gives up hashing and uses round-robin for the rest of the request.
+pub const MAX_HASH_MISSES: u32 = 20;
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The last attempt succeeded.
+    Answered,
+    /// Every attempt failed and the retry budget ran out (nginx answers 502 with the last error).
+    Failed,
+    /// nginx found no usable peer (`no live upstreams`, 502; `$upstream_addr` ends with the upstream name).
+    NoLiveUpstreams,
+}
+
+/// What a request did: the peers it tried, in order, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Every peer nginx connected to, in order (`$upstream_addr`, without a trailing upstream name).
+    pub attempts: Vec<PeerId>,
+    /// How the request ended.
+    pub status: Status,
+    /// `true` if at least one pick (or the final "no live upstreams") came from nginx's round-robin code
+    /// rather than from the hash: the empty key, a single peer, or more than [`MAX_HASH_MISSES`] misses.
+    pub round_robin: bool,
+}
+
+/// Per-peer state nginx keeps in `ngx_http_upstream_rr_peer_t`.
+#[derive(Debug, Clone)]
+struct PeerState {
+    current_weight: i64,
+    effective_weight: i64,
+    fails: u32,
+    accessed: u64,
+    checked: u64,
+    conns: u32,
+}
+
+impl PeerState {
+    fn new(peer: &Peer) -> PeerState {
+        PeerState {
+            current_weight: 0,
+            effective_weight: i64::from(peer.get_weight()),
+            fails: 0,
+            accessed: 0,
+            checked: 0,
+            conns: 0,
+        }
+    }
+}
+
+/// Per-request state (nginx's `ngx_http_upstream_hash_peer_data_t` with its embedded round-robin data).
+#[derive(Debug)]
+struct Request<'k> {
+    key: &'k [u8],
+    /// The list round-robin currently walks (switches to backup for good once primary is exhausted).
+    list: List,
+    /// Tried peers of the current list, by index.
+    tried: Vec<bool>,
+    /// Ring index of the next point to look at (consistent).
+    point: usize,
+    /// Rehash sequence (plain).
+    rehash: RehashSequence<'k>,
+    /// Hash misses so far (`hp->tries`).
+    misses: u32,
+    /// Attempts left (`pc->tries`).
+    budget: u32,
+    round_robin: bool,
+}
+
+/// One nginx worker's view of an upstream, with the state it accumulates across requests.
+///
+/// Start it fresh (as nginx does after a start or reload) and feed it the requests that worker receives, in
+/// order. With `worker_processes 1` this reproduces nginx exactly; with several workers each has its own
+/// state (unless `zone` shares it) and the mapping of requests to workers is up to the kernel.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{List, Method, Peer, PeerId, Status, Upstream, Worker};
+///
+/// // Spec §11 C, recorded from nginx: 9001 and 9002 answer, 9901..9903 refuse connections.
+/// let up = Upstream::builder(Method::Consistent)
+///     .peers(["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9901", "127.0.0.1:9902", "127.0.0.1:9903"]
+///         .map(|s| Peer::new(s).max_fails(0)))
+///     .build()?;
+/// let mut worker = Worker::new(&up);
+/// let out = worker.request(b"k0", 0, |peer| peer.name().contains(":99"));
+/// let tried: Vec<&str> = out.attempts.iter().map(|&id| up.peer(id).name()).collect();
+/// assert_eq!(tried, ["127.0.0.1:9903", "127.0.0.1:9901", "127.0.0.1:9002"]);
+/// assert_eq!(out.status, Status::Answered);
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Worker<'u> {
+    upstream: &'u Upstream,
+    primary: Vec<PeerState>,
+    backup: Vec<PeerState>,
+    next_upstream_tries: u32,
+}
+
+impl<'u> Worker<'u> {
+    /// A freshly started worker (all weights, failure counts and timestamps at their initial values).
+    pub fn new(upstream: &'u Upstream) -> Worker<'u> {
+        Worker {
+            upstream,
+            primary: upstream.primary().iter().map(PeerState::new).collect(),
+            backup: upstream.backup().iter().map(PeerState::new).collect(),
+            next_upstream_tries: 0,
+        }
+    }
+
+    /// Caps the attempts per request like `proxy_next_upstream_tries N` (0, the default, means no cap).
+    pub fn set_next_upstream_tries(&mut self, tries: u32) {
+        self.next_upstream_tries = tries;
+    }
+
+    /// The upstream this worker serves.
+    pub fn upstream(&self) -> &'u Upstream {
+        self.upstream
+    }
+
+    /// Runs one request for `key` at time `now` (seconds; nginx's cached clock), as nginx would with
+    /// `proxy_next_upstream error` and no time limit: pick a peer, connect, and on failure pick again until
+    /// a peer answers, the retry budget runs out, or nothing usable is left.
+    ///
+    /// `fails(peer)` says whether connecting to that peer fails (e.g. the port is closed). A failure is
+    /// counted against the peer (`max_fails`/`fail_timeout`) exactly as nginx counts it.
+    pub fn request(&mut self, key: &[u8], now: u64, mut fails: impl FnMut(&Peer) -> bool) -> Outcome {
+        let up = self.upstream;
+        let budget = up.primary().iter().chain(up.backup()).filter(|p| !p.is_down()).count() as u32;
+        let budget = match self.next_upstream_tries {
+            0 => budget,
+            cap => budget.min(cap),
+        };
+        let point = match up.ring() {
+            Some(ring) if !ring.is_empty() => ring.locate(crc32fast::hash(key)),
+            _ => 0,
+        };
+        let mut req = Request {
+            key,
+            list: List::Primary,
+            tried: vec![false; up.primary().len().max(up.backup().len())],
+            point,
+            rehash: RehashSequence::new(key),
+            misses: 0,
+            budget,
+            round_robin: false,
+        };
+        let mut attempts = Vec::new();
+        let status = loop {
+            let Some(index) = self.get(&mut req, now) else {
+                break Status::NoLiveUpstreams;
+            };
+            let id = PeerId { list: req.list, index };
+            attempts.push(id);
+            let failed = fails(up.peer(id));
+            self.free(&mut req, index, failed, now);
+            if !failed {
+                break Status::Answered;
+            }
+            if req.budget == 0 {
+                break Status::Failed;
+            }
+        };
+        Outcome { attempts, status, round_robin: req.round_robin }
+    }
+
+    fn states(&mut self, list: List) -> &mut Vec<PeerState> {
+        match list {
+            List::Primary => &mut self.primary,
+            List::Backup => &mut self.backup,
+        }
+    }
+
+    /// `peer.get()`: the hash module's getter, falling through to round-robin. `None` is `NGX_BUSY`.
+    fn get(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+        let up = self.upstream;
+        let bypass = match up.method() {
+            Method::Consistent => up.is_single(req.list),
+            Method::Plain => up.plain_bypasses(req.list),
+        };
+        if req.misses > MAX_HASH_MISSES || bypass || req.key.is_empty() {
+            return self.round_robin(req, now);
+        }
+        let found = match up.method() {
+            Method::Consistent => self.consistent(req, now),
+            Method::Plain => self.plain(req, now),
+        };
+        match found {
+            Some(i) => {
+                self.select(req, i, now);
+                Some(i)
+            }
+            None => self.round_robin(req, now),
+        }
+    }
+
+    /// Walks the ring from the request's point; `None` after too many empty points.
+    fn consistent(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+        let up = self.upstream;
+        let ring = up.ring().expect("consistent upstreams have a ring");
+        if up.list(req.list).is_empty() || ring.is_empty() {
+            return None;
+        }
+        loop {
+            let wanted = ring.server_index_at(req.point);
+            let list = req.list;
+            let tried = &req.tried;
+            let chosen = smooth_wrr(up.list(list), self.states(list), |i, peer, st| {
+                let same_server = match list {
+                    List::Primary => up.ring_server_of(i) as usize == wanted,
+                    List::Backup => *peer.server() == ring.servers()[wanted],
+                };
+                !tried[i] && usable(peer, st, now) && same_server
+            });
+            if chosen.is_some() {
+                return chosen;
+            }
+            req.point += 1;
+            req.misses += 1;
+            if req.misses > MAX_HASH_MISSES {
+                return None;
+            }
+        }
+    }
+
+    /// Rehashes until a usable, untried slot; `None` after too many misses.
+    fn plain(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+        let up = self.upstream;
+        let peers = up.list(req.list);
+        loop {
+            let sum = req.rehash.next_sum();
+            let p = slot_owner(peers.iter().map(Peer::get_weight), sum).expect("weights are positive");
+            let st = &self.states(req.list)[p];
+            if !req.tried[p] && usable(&peers[p], st, now) {
+                return Some(p);
+            }
+            req.misses += 1;
+            if req.misses > MAX_HASH_MISSES {
+                return None;
+            }
+        }
+    }
+
+    /// Marks a hash-chosen peer as taken (`conns++`, `checked`, the tried bit).
+    fn select(&mut self, req: &mut Request<'_>, i: usize, now: u64) {
+        let timeout = self.upstream.list(req.list)[i].get_fail_timeout();
+        let st = &mut self.states(req.list)[i];
+        st.conns += 1;
+        if now.saturating_sub(st.checked) > timeout {
+            st.checked = now;
+        }
+        req.tried[i] = true;
+    }
+
+    /// `ngx_http_upstream_get_round_robin_peer`, including the switch to the backup list.
+    fn round_robin(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+        req.round_robin = true;
+        let up = self.upstream;
+        if up.is_single(req.list) {
+            let peer = &up.list(req.list)[0];
+            let st = &mut self.states(req.list)[0];
+            if !peer.is_down() && !at_max_conns(peer, st) {
+                st.conns += 1;
+                return Some(0);
+            }
+        } else {
+            let list = req.list;
+            let tried = &req.tried;
+            let chosen = smooth_wrr(up.list(list), self.states(list), |i, peer, st| !tried[i] && usable(peer, st, now));
+            if let Some(b) = chosen {
+                self.select(req, b, now);
+                return Some(b);
+            }
+        }
+        if req.list == List::Primary && !up.backup().is_empty() {
+            req.list = List::Backup;
+            req.tried.iter_mut().for_each(|t| *t = false);
+            return self.round_robin(req, now);
+        }
+        None
+    }
+
+    /// `ngx_http_upstream_free_round_robin_peer` after one attempt.
+    fn free(&mut self, req: &mut Request<'_>, i: usize, failed: bool, now: u64) {
+        let up = self.upstream;
+        let peer = &up.list(req.list)[i];
+        let single = up.is_single(req.list);
+        let st = &mut self.states(req.list)[i];
+        if single {
+            st.fails = 0;
+            st.conns = st.conns.saturating_sub(1);
+            req.budget = 0;
+            return;
+        }
+        if failed {
+            st.fails += 1;
+            st.accessed = now;
+            st.checked = now;
+            if peer.get_max_fails() > 0 {
+                st.effective_weight -= i64::from(peer.get_weight() / peer.get_max_fails());
+            }
+            if st.effective_weight < 0 {
+                st.effective_weight = 0;
+            }
+        } else if st.accessed < st.checked {
+            st.fails = 0;
+        }
+        st.conns = st.conns.saturating_sub(1);
+        req.budget = req.budget.saturating_sub(1);
+    }
+}
+
+/// One pass of nginx's smooth weighted round-robin over the peers `eligible` admits: every candidate's
+/// `current_weight` grows by its `effective_weight` (which recovers by 1 toward `weight`), the largest wins
+/// (the first on ties), and the winner pays back the pass's total.
+fn smooth_wrr(
+    peers: &[Peer],
+    states: &mut [PeerState],
+    mut eligible: impl FnMut(usize, &Peer, &PeerState) -> bool,
+) -> Option<usize> {
+    let mut best: Option<(usize, i64)> = None;
+    let mut total = 0i64;
+    for (i, (peer, st)) in peers.iter().zip(states.iter_mut()).enumerate() {
+        if !eligible(i, peer, st) {
+            continue;
+        }
+        st.current_weight += st.effective_weight;
+        total += st.effective_weight;
+        if st.effective_weight < i64::from(peer.get_weight()) {
+            st.effective_weight += 1;
+        }
+        if best.is_none_or(|(_, cw)| st.current_weight > cw) {
+            best = Some((i, st.current_weight));
+        }
+    }
+    let (b, _) = best?;
+    states[b].current_weight -= total;
+    Some(b)
+}
+
+/// Not `down`, not failed within `fail_timeout`, not at `max_conns`.
+fn usable(peer: &Peer, st: &PeerState, now: u64) -> bool {
+    if peer.is_down() {
+        return false;
+    }
+    if peer.get_max_fails() > 0
+        && st.fails >= peer.get_max_fails()
+        && now.saturating_sub(st.checked) <= peer.get_fail_timeout()
+    {
+        return false;
+    }
+    !at_max_conns(peer, st)
+}
+
+fn at_max_conns(peer: &Peer, st: &PeerState) -> bool {
+    peer.get_max_conns() > 0 && st.conns >= peer.get_max_conns()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NginxVersion;
+    use crate::upstream::Method;
+
+    fn ports(up: &Upstream, out: &Outcome) -> Vec<String> {
+        out.attempts.iter().map(|&id| up.peer(id).name().rsplit(':').next().unwrap().to_string()).collect()
+    }
+
+    fn upstream(method: Method, servers: &[&str]) -> Upstream {
+        Upstream::builder(method)
+            .peers(servers.iter().map(|s| Peer::new(format!("127.0.0.1:{s}")).max_fails(0)))
+            .build()
+            .unwrap()
+    }
+
+    fn refuses(p: &Peer) -> bool {
+        p.name().contains(":99")
+    }
+
+    /// Spec §11 C: failover chains recorded from nginx (each key on a fresh worker is not required: with
+    /// max_fails=0 and unique names the chain does not depend on history).
+    #[test]
+    fn consistent_failover_chains_match_nginx() {
+        let up = upstream(Method::Consistent, &["9001", "9002", "9901", "9902", "9903"]);
+        let mut w = Worker::new(&up);
+        let want: [(&str, &[&str]); 7] = [
+            ("k0", &["9903", "9901", "9002"]),
+            ("k1", &["9001"]),
+            ("k4", &["9902", "9903", "9901", "9002"]),
+            ("k6", &["9903", "9902", "9001"]),
+            ("k9", &["9903", "9902", "9901", "9001"]),
+            ("k10", &["9903", "9901", "9002"]),
+            ("k11", &["9901", "9002"]),
+        ];
+        for (key, chain) in want {
+            let out = w.request(key.as_bytes(), 100, refuses);
+            assert_eq!(ports(&up, &out), chain, "{key}");
+            assert_eq!(out.status, Status::Answered);
+            assert!(!out.round_robin);
+        }
+    }
+
+    /// Spec §11 D: plain hash with refused peers.
+    #[test]
+    fn plain_failover_chains_match_nginx() {
+        let up = upstream(Method::Plain, &["9001", "9901", "9902", "9002"]);
+        let mut w = Worker::new(&up);
+        let want: [(&str, &[&str]); 5] = [
+            ("k0", &["9901", "9002"]),
+            ("k1", &["9902", "9901", "9002"]),
+            ("k2", &["9002"]),
+            ("k3", &["9001"]),
+            ("k7", &["9901", "9002"]),
+        ];
+        for (key, chain) in want {
+            assert_eq!(ports(&up, &w.request(key.as_bytes(), 100, refuses)), chain, "{key}");
+        }
+    }
+
+    #[test]
+    fn empty_key_is_weighted_round_robin_with_state() {
+        let up = Upstream::builder(Method::Consistent)
+            .peer(Peer::new("127.0.0.1:1").weight(2))
+            .peer(Peer::new("127.0.0.1:2"))
+            .build()
+            .unwrap();
+        let mut w = Worker::new(&up);
+        let picks: Vec<String> = (0..6).flat_map(|_| ports(&up, &w.request(b"", 0, |_| false))).collect();
+        // Smooth WRR with weights 2:1: a b a, a b a.
+        assert_eq!(picks, ["1", "2", "1", "1", "2", "1"]);
+        assert!(w.request(b"", 0, |_| false).round_robin);
+    }
+
+    #[test]
+    fn addresses_of_one_name_alternate_by_weighted_round_robin() {
+        let up = Upstream::builder(Method::Consistent)
+            .peer(Peer::new("multi:9001").with_name("127.0.0.2:9001"))
+            .peer(Peer::new("multi:9001").with_name("127.0.0.3:9001"))
+            .peer(Peer::new("127.0.0.1:9002"))
+            .build()
+            .unwrap();
+        let key = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| up.ring().unwrap().owner(k.as_bytes()).unwrap().as_str() == "multi:9001")
+            .unwrap();
+        let mut w = Worker::new(&up);
+        let names: Vec<String> =
+            (0..4).map(|_| up.peer(w.request(key.as_bytes(), 0, |_| false).attempts[0]).name().to_string()).collect();
+        assert_eq!(names, ["127.0.0.2:9001", "127.0.0.3:9001", "127.0.0.2:9001", "127.0.0.3:9001"]);
+        // A retry stays on the same point: the other address of the name is tried before moving on.
+        let out = w.request(key.as_bytes(), 0, |p| p.name() == "127.0.0.2:9001");
+        assert_eq!(up.peer(out.attempts[1]).name(), "127.0.0.3:9001");
+    }
+
+    #[test]
+    fn more_than_twenty_misses_fall_back_to_round_robin_then_backup() {
+        // 25 down servers around two live ones: keys landing in the down region pass 21 empty points.
+        let mut b = Upstream::builder(Method::Consistent);
+        for i in 0..25 {
+            b = b.peer(Peer::new(format!("10.0.0.{i}:80")).down(true));
+        }
+        let up = b
+            .peer(Peer::new("127.0.0.1:1").max_fails(0))
+            .peer(Peer::new("127.0.0.1:2").max_fails(0))
+            .backup(Peer::new("127.0.0.1:3").max_fails(0))
+            .build()
+            .unwrap();
+        let mut w = Worker::new(&up);
+        let mut fell_back = 0;
+        for i in 0..300 {
+            let key = format!("k{i}");
+            let fresh = Worker::new(&up).request(key.as_bytes(), 0, |_| false);
+            let routed = up.route(key.as_bytes());
+            assert_eq!(fresh.round_robin, routed == crate::Route::RoundRobin, "{key}");
+            let out = w.request(key.as_bytes(), 0, |p| p.name() != "127.0.0.1:3");
+            if out.round_robin {
+                fell_back += 1;
+            }
+            // Both primaries refuse, so every request ends on the backup, reached only through round-robin.
+            assert_eq!(up.peer(*out.attempts.last().unwrap()).name(), "127.0.0.1:3", "{key}");
+            assert_eq!(out.status, Status::Answered);
+        }
+        assert_eq!(fell_back, 300);
+    }
+
+    #[test]
+    fn single_peer_gets_one_attempt_and_never_counts_failures() {
+        let up = Upstream::builder(Method::Consistent).peer(Peer::new("127.0.0.1:1")).build().unwrap();
+        let mut w = Worker::new(&up);
+        for _ in 0..3 {
+            let out = w.request(b"key", 0, |_| true);
+            assert_eq!(out.attempts.len(), 1);
+            assert_eq!(out.status, Status::Failed);
+            assert!(out.round_robin);
+        }
+        let down = Upstream::builder(Method::Plain).peer(Peer::new("127.0.0.1:1").down(true)).build().unwrap();
+        let out = Worker::new(&down).request(b"key", 0, |_| false);
+        assert_eq!((out.attempts.len(), out.status), (0, Status::NoLiveUpstreams));
+    }
+
+    #[test]
+    fn max_fails_takes_a_peer_out_for_fail_timeout() {
+        let up = Upstream::builder(Method::Consistent)
+            .peers((1..=3).map(|p| Peer::new(format!("127.0.0.1:{p}")).fail_timeout(10)))
+            .build()
+            .unwrap();
+        let key = b"some key";
+        let owner = up.ring().unwrap().owner(key).unwrap().clone();
+        let mut w = Worker::new(&up);
+        let first = w.request(key, 1000, |p| *p.server() == owner);
+        assert_eq!(up.peer(first.attempts[0]).server(), &owner);
+        assert_eq!(first.attempts.len(), 2);
+        // Within fail_timeout the owner is skipped even though it would answer now.
+        let skipped = w.request(key, 1010, |_| false);
+        assert_ne!(up.peer(skipped.attempts[0]).server(), &owner);
+        // After it, the owner is tried again.
+        let back = w.request(key, 1011, |_| false);
+        assert_eq!(up.peer(back.attempts[0]).server(), &owner);
+    }
+
+    #[test]
+    fn plain_with_one_primary_and_backups_depends_on_version() {
+        // Three backups, the primary refuses. 1.26 hashes onto the lone primary, misses 21 times on it and
+        // then round-robins through the backups; 1.30 round-robins at once and, once on the backup list
+        // (which has 3 peers), hashes over it with the key's rehash sequence.
+        let build = |version| {
+            Upstream::builder(Method::Plain)
+                .version(version)
+                .peer(Peer::new("127.0.0.1:1").max_fails(0))
+                .backup(Peer::new("127.0.0.1:2").max_fails(0))
+                .backup(Peer::new("127.0.0.1:3").max_fails(0))
+                .backup(Peer::new("127.0.0.1:4").max_fails(0))
+                .build()
+                .unwrap()
+        };
+        let old = build(NginxVersion::new(1, 26, 3));
+        let new = build(NginxVersion::new(1, 30, 6));
+        let mut differ = 0;
+        for i in 0..200 {
+            let key = format!("k{i}");
+            let fails = |p: &Peer| p.name() != "127.0.0.1:4";
+            let a = ports(&old, &Worker::new(&old).request(key.as_bytes(), 0, fails));
+            let b = ports(&new, &Worker::new(&new).request(key.as_bytes(), 0, fails));
+            // Old rules: primary, then the backups in round-robin order.
+            assert_eq!(a, ["1", "2", "3", "4"], "{key}");
+            assert_eq!(b[..2], ["1", "2"], "{key}");
+            assert_eq!(b.last().unwrap(), "4");
+            differ += usize::from(a != b);
+        }
+        assert!(differ > 0, "the hash over the backup list must change some chains");
+    }
+}
