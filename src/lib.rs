@@ -52,6 +52,9 @@ pub mod upstream;
 pub mod version;
 pub mod worker;
 
+#[cfg(feature = "harness")]
+pub mod harness;
+
 pub use ring::{Point, Ring, RingError};
 pub use server::Server;
 pub use upstream::{List, Method, Peer, PeerId, Route, Upstream, UpstreamBuilder, UpstreamError};

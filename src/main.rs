@@ -48,6 +48,11 @@ enum Command {
         #[command(flatten)]
         upstream: UpstreamArgs,
     },
+    /// Prove the library against real nginx: random topologies, keys and every ring arc, per version.
+    Verify(nginx_ketama::harness::cli::VerifyArgs),
+    /// Resolve names like nginx at startup, one line per name: NAME ADDRESS... (used by the harness).
+    #[command(hide = true)]
+    ResolveHosts { names: Vec<String> },
 }
 
 fn main() {
@@ -55,6 +60,8 @@ fn main() {
     let result = match cli.command {
         Command::Route { upstream, failed } => route(&upstream, &failed),
         Command::Ring { upstream } => ring(&upstream),
+        Command::Verify(args) => nginx_ketama::harness::cli::verify(args),
+        Command::ResolveHosts { names } => resolve_hosts(&names),
     };
     match result {
         Ok(code) => std::process::exit(code),
@@ -131,5 +138,14 @@ fn ring(args: &UpstreamArgs) -> Result<i32> {
         writeln!(out, "{i}\t{:08x}\t{}", p.hash, p.server)?;
     }
     out.flush()?;
+    Ok(0)
+}
+
+fn resolve_hosts(names: &[String]) -> Result<i32> {
+    for name in names {
+        let addrs = nginx_ketama::resolve::resolve_host(name).with_context(|| format!("resolving {name}"))?;
+        let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        println!("{name} {}", addrs.join(" "));
+    }
     Ok(0)
 }

@@ -1,0 +1,222 @@
+//! Where nginx runs: a local process or a Docker container, behind one interface.
+
+use super::install::Installation;
+use super::local::{LocalNginx, fresh_prefix};
+use super::site::{self, Environment, Site};
+use super::topology::Capabilities;
+use crate::version::NginxVersion;
+use anyhow::{Context, Result, bail};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// The environment variable that names the container image (e.g. `nginx:1.27` where a registry exists).
+pub const IMAGE_ENV: &str = "NGINX_KETAMA_IMAGE";
+
+/// A way to run nginx.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// A provisioned binary run as a local process.
+    Local(Installation),
+    /// A container image run through testcontainers.
+    Docker {
+        /// Image name.
+        image: String,
+        /// Image tag.
+        tag: String,
+        /// nginx version inside.
+        version: NginxVersion,
+    },
+}
+
+/// A running nginx.
+pub trait Instance {
+    /// The HTTP front server (reachable from this process).
+    fn http_front(&self) -> SocketAddr;
+    /// The stream front server, if this backend can serve one with client-chosen source ports.
+    fn stream_front(&self) -> Option<SocketAddr>;
+    /// Where the stream access log is (local processes only).
+    fn stream_log(&self) -> Option<PathBuf>;
+    /// nginx's error output so far.
+    fn logs(&self) -> String;
+}
+
+impl Instance for LocalNginx {
+    fn http_front(&self) -> SocketAddr {
+        LocalNginx::http_front(self)
+    }
+    fn stream_front(&self) -> Option<SocketAddr> {
+        Some(LocalNginx::stream_front(self))
+    }
+    fn stream_log(&self) -> Option<PathBuf> {
+        Some(self.prefix().join("logs/stream.log"))
+    }
+    fn logs(&self) -> String {
+        self.stderr()
+    }
+}
+
+impl Backend {
+    /// The nginx version this backend runs.
+    pub fn version(&self) -> NginxVersion {
+        match self {
+            Backend::Local(i) => i.version,
+            Backend::Docker { version, .. } => *version,
+        }
+    }
+
+    /// A short description for reports, e.g. `local 1.26.3 (Debian 1.26.3-3+deb13u11)`.
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Local(i) => format!("local {} (Debian {})", i.version, i.package),
+            Backend::Docker { image, tag, .. } => format!("docker {image}:{tag}"),
+        }
+    }
+
+    /// `local` or `docker`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Local(_) => "local",
+            Backend::Docker { .. } => "docker",
+        }
+    }
+
+    /// What topologies this backend can host.
+    pub fn capabilities(&self, unix_dir: &str) -> Capabilities {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        match self {
+            Backend::Local(_) => Capabilities {
+                ipv6: std::net::TcpListener::bind("[::1]:0").is_ok(),
+                port80: root,
+                hostnames: root && which("unshare"),
+                unix_dir: Some(unix_dir.to_string()),
+            },
+            // Docker disables IPv6 inside containers unless the daemon enables it.
+            Backend::Docker { .. } => {
+                Capabilities { ipv6: false, port80: true, hostnames: true, unix_dir: Some("/tmp".into()) }
+            }
+        }
+    }
+
+    /// Starts nginx serving `site`.
+    ///
+    /// # Errors
+    ///
+    /// nginx failing to start, with its own error output; a missing image or Docker engine.
+    pub fn start(&self, site: &Site, prefix: PathBuf) -> Result<Box<dyn Instance>> {
+        match self {
+            Backend::Local(install) => Ok(Box::new(LocalNginx::start(install, site, prefix)?)),
+            Backend::Docker { image, tag, .. } => {
+                let _ = std::fs::remove_dir_all(&prefix);
+                Ok(Box::new(docker::start(image, tag, site)?))
+            }
+        }
+    }
+
+    /// A prefix directory for the next instance (its `sock/` holds unix sockets).
+    pub fn prefix(&self) -> Result<PathBuf> {
+        fresh_prefix()
+    }
+}
+
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|p| p.join(program).is_file()))
+        .unwrap_or(false)
+}
+
+/// Whether a Docker engine answers.
+pub fn docker_available() -> bool {
+    docker::available()
+}
+
+/// The image to use for `version`: `$NGINX_KETAMA_IMAGE` if set (`name:tag`), else the locally built
+/// `nginx-ketama/nginx:<version>`.
+pub fn docker_backend(version: NginxVersion) -> Result<Backend> {
+    let (image, tag, version) = match std::env::var(IMAGE_ENV) {
+        Ok(spec) => {
+            let (image, tag) = spec.rsplit_once(':').unwrap_or((spec.as_str(), "latest"));
+            let v = tag.parse().unwrap_or(version);
+            (image.to_string(), tag.to_string(), v)
+        }
+        Err(_) => ("nginx-ketama/nginx".to_string(), version.to_string(), version),
+    };
+    if !docker::image_exists(&image, &tag) {
+        bail!("docker image {image}:{tag} is not present locally; build it with scripts/build-images {tag}");
+    }
+    Ok(Backend::Docker { image, tag, version })
+}
+
+mod docker {
+    use super::*;
+    use testcontainers::core::{Host, IntoContainerPort, WaitFor};
+    use testcontainers::runners::SyncRunner;
+    use testcontainers::{Container, GenericImage, ImageExt};
+
+    /// A running container; removed when dropped.
+    pub(super) struct DockerNginx {
+        container: Container<GenericImage>,
+        front: SocketAddr,
+    }
+
+    impl std::fmt::Debug for DockerNginx {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("DockerNginx").field("id", &self.container.id()).field("front", &self.front).finish()
+        }
+    }
+
+    impl Instance for DockerNginx {
+        fn http_front(&self) -> SocketAddr {
+            self.front
+        }
+        fn stream_front(&self) -> Option<SocketAddr> {
+            None
+        }
+        fn stream_log(&self) -> Option<PathBuf> {
+            None
+        }
+        fn logs(&self) -> String {
+            String::from_utf8_lossy(&self.container.stderr_to_vec().unwrap_or_default()).into_owned()
+        }
+    }
+
+    fn docker(args: &[&str]) -> Option<std::process::Output> {
+        std::process::Command::new("docker").args(args).stdin(std::process::Stdio::null()).output().ok()
+    }
+
+    pub(super) fn available() -> bool {
+        docker(&["version", "--format", "{{.Server.Version}}"]).is_some_and(|o| o.status.success())
+    }
+
+    pub(super) fn image_exists(image: &str, tag: &str) -> bool {
+        docker(&["image", "inspect", &format!("{image}:{tag}")]).is_some_and(|o| o.status.success())
+    }
+
+    pub(super) fn start(image: &str, tag: &str, site: &Site) -> Result<DockerNginx> {
+        let env = Environment {
+            prefix: "/tmp".into(),
+            http_front: "8080".into(),
+            stream_front: "8081".into(),
+            stream_module: Some("/usr/lib/nginx/modules/ngx_stream_module.so".into()),
+            user_root: true,
+        };
+        let conf = site::render(site, &env);
+        let mut request = GenericImage::new(image, tag)
+            .with_exposed_port(8080.tcp())
+            .with_wait_for(WaitFor::message_on_stderr("start worker process"))
+            .with_cmd(["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf"])
+            .with_copy_to("/etc/nginx/nginx.conf", conf.into_bytes())
+            .with_label("nginx-ketama.owner-pid", std::process::id().to_string())
+            .with_startup_timeout(std::time::Duration::from_secs(30));
+        if let Some(hosts) = &site.hosts {
+            for line in hosts.lines().skip(1) {
+                let (ip, name) = line.split_once(' ').context("hosts line")?;
+                request = request.with_host(name, Host::Addr(ip.parse()?));
+            }
+        }
+        let container = request.start().with_context(|| format!("starting container {image}:{tag}"))?;
+        let port = container.get_host_port_ipv4(8080.tcp())?;
+        let front = SocketAddr::from(([127, 0, 0, 1], port));
+        Ok(DockerNginx { container, front })
+    }
+}

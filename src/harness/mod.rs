@@ -1,0 +1,23 @@
+//! The live conformance harness: real nginx on one side, this library on the other, the same requests
+//! sent to both, and every `$upstream_addr` compared.
+//!
+//! * [`install`] finds the nginx builds `scripts/provision-nginx` unpacked from Debian's packages.
+//! * [`backend`] runs one as a local process ([`local`]) or in a container (testcontainers).
+//! * [`topology`] generates random upstreams in every legal `server` spelling; [`site`] renders them with
+//!   echo listeners inside the same nginx.
+//! * [`parity`] plans request sequences (random keys, the empty key, and [`forge`]d keys at both ends of
+//!   every ring arc), sends them pipelined on one connection ([`client`]) and compares them with the
+//!   per-worker simulator; [`stream`] does the same for the stream module.
+//! * [`sweep`] runs many topologies per version; [`cli`] is `nginx-ketama verify`.
+
+pub mod backend;
+pub mod cli;
+pub mod client;
+pub mod forge;
+pub mod install;
+pub mod local;
+pub mod parity;
+pub mod site;
+pub mod stream;
+pub mod sweep;
+pub mod topology;

@@ -1,0 +1,223 @@
+//! Runs request sequences against nginx and against a model, and compares `$upstream_addr` exactly.
+
+use super::backend::{Backend, Instance};
+use super::client::{Response, pipeline};
+use super::forge::Forger;
+use super::site::{HTTP_KEY, Part, Site};
+use super::topology::{Topology, UPSTREAM, random_keys};
+use crate::upstream::Upstream;
+use crate::worker::{Status, Worker};
+use anyhow::{Context, Result};
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
+use std::time::{Duration, Instant};
+
+/// Why a request is in the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyKind {
+    /// A random key.
+    Random,
+    /// The empty key (no header).
+    Empty,
+    /// A key whose CRC32 equals a ring point's hash (the last key of that point's arc).
+    OnPoint,
+    /// A key whose CRC32 is a ring point's hash + 1 (the first key of the next arc).
+    PastPoint,
+    /// CRC32 0 or 0xFFFFFFFF.
+    RingEdge,
+}
+
+/// One request of a plan.
+#[derive(Debug, Clone)]
+pub struct PlannedRequest {
+    /// The key (raw bytes).
+    pub key: Vec<u8>,
+    /// Why it is there.
+    pub kind: KeyKind,
+}
+
+/// The requests to send, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Requests in sending order.
+    pub requests: Vec<PlannedRequest>,
+    /// Arcs covered by both-end keys (0 without a ring proof).
+    pub arcs: usize,
+}
+
+/// What to put in a plan.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Random keys.
+    pub random_keys: usize,
+    /// Empty keys (round-robin requests).
+    pub empty_keys: usize,
+    /// Forge keys at both ends of every arc (consistent only).
+    pub prove_ring: bool,
+}
+
+/// Builds the request sequence for `upstream`, shuffled reproducibly by `seed`.
+pub fn plan(upstream: &Upstream, seed: u64, options: &PlanOptions) -> Plan {
+    let mut requests: Vec<PlannedRequest> = random_keys(seed, options.random_keys)
+        .into_iter()
+        .map(|key| PlannedRequest { key, kind: KeyKind::Random })
+        .collect();
+    requests.extend((0..options.empty_keys).map(|_| PlannedRequest { key: Vec::new(), kind: KeyKind::Empty }));
+    let mut arcs = 0;
+    if let (true, Some(ring)) = (options.prove_ring, upstream.ring()) {
+        let forger = Forger::new();
+        arcs = ring.len();
+        for (i, p) in ring.points().enumerate() {
+            let prefix = format!("arc{i}-");
+            requests.push(PlannedRequest { key: forger.forge(prefix.as_bytes(), p.hash), kind: KeyKind::OnPoint });
+            if p.hash != u32::MAX {
+                let key = forger.forge(prefix.as_bytes(), p.hash + 1);
+                requests.push(PlannedRequest { key, kind: KeyKind::PastPoint });
+            }
+        }
+        for edge in [0, u32::MAX] {
+            requests.push(PlannedRequest { key: forger.forge(b"edge-", edge), kind: KeyKind::RingEdge });
+        }
+    }
+    requests.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ 0x5348_5546));
+    Plan { requests, arcs }
+}
+
+/// Predicts `$upstream_addr` and the status for each request of a sequence, in order.
+pub trait Model {
+    /// The expected `(status, $upstream_addr)` of the next request.
+    fn expect(&mut self, key: &[u8]) -> (u16, String);
+}
+
+/// The library's per-worker simulator as a [`Model`].
+#[derive(Debug)]
+pub struct LibraryModel<'a> {
+    worker: Worker<'a>,
+    topology: &'a Topology,
+}
+
+impl<'a> LibraryModel<'a> {
+    /// A fresh worker for `upstream`, whose refused peers are those `topology` marks dead.
+    pub fn new(upstream: &'a Upstream, topology: &'a Topology) -> Self {
+        LibraryModel { worker: Worker::new(upstream), topology }
+    }
+}
+
+/// nginx's clock during a run: every request within the same second (failure windows are 1 h).
+pub const RUN_CLOCK: u64 = 1_000_000_000;
+
+impl Model for LibraryModel<'_> {
+    fn expect(&mut self, key: &[u8]) -> (u16, String) {
+        let topology = self.topology;
+        let out = self.worker.request(key, RUN_CLOCK, |p| topology.refuses(p.name()));
+        let up = self.worker.upstream();
+        let mut names: Vec<&str> = out.attempts.iter().map(|&id| up.peer(id).name()).collect();
+        if out.status == Status::NoLiveUpstreams {
+            names.push(UPSTREAM);
+        }
+        let status = if out.status == Status::Answered { 200 } else { 502 };
+        (status, names.join(", "))
+    }
+}
+
+/// A request whose outcome differed.
+#[derive(Debug, Clone)]
+pub struct Mismatch {
+    /// Position in the sequence.
+    pub index: usize,
+    /// The key.
+    pub key: Vec<u8>,
+    /// Why it was sent.
+    pub kind: KeyKind,
+    /// What the model predicted: (status, `$upstream_addr`).
+    pub expected: (u16, String),
+    /// What nginx did.
+    pub actual: (u16, String),
+}
+
+/// The result of one topology on one nginx.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// Requests compared.
+    pub requests: usize,
+    /// Requests that went through at least one retry.
+    pub failovers: usize,
+    /// Arcs whose both ends matched (0 if any ring key mismatched or no ring proof was planned).
+    pub arcs_proven: usize,
+    /// Every mismatch.
+    pub mismatches: Vec<Mismatch>,
+    /// Time spent talking to nginx.
+    pub elapsed: Duration,
+}
+
+/// Builds the site for an HTTP topology.
+pub fn http_site(topology: &Topology) -> Site {
+    Site {
+        http: Some(Part {
+            upstream_block: topology.upstream_block(HTTP_KEY, true),
+            listeners: topology.live_listeners(),
+        }),
+        stream: None,
+        hosts: (!topology.hosts.is_empty()).then(|| topology.hosts_file()),
+    }
+}
+
+/// Sends `plan` to an nginx started for `topology` and compares every answer with `model`.
+///
+/// # Errors
+///
+/// nginx failing to start, or the connection failing.
+pub fn run(
+    backend: &Backend,
+    topology: &Topology,
+    plan: &Plan,
+    model: &mut dyn Model,
+    progress: &mut dyn FnMut(usize),
+) -> Result<RunReport> {
+    let prefix = backend.prefix()?;
+    let instance: Box<dyn Instance> = backend.start(&http_site(topology), prefix)?;
+    let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
+    let started = Instant::now();
+    let responses = pipeline(instance.http_front(), &keys, progress)
+        .with_context(|| format!("talking to nginx ({})\nnginx said:\n{}", backend.describe(), instance.logs()))?;
+    let elapsed = started.elapsed();
+    Ok(compare(plan, &responses, model, elapsed))
+}
+
+/// Compares responses with the model's predictions, request by request.
+pub fn compare(plan: &Plan, responses: &[Response], model: &mut dyn Model, elapsed: Duration) -> RunReport {
+    let mut mismatches = Vec::new();
+    let mut failovers = 0;
+    let mut ring_ok = true;
+    for (index, (req, resp)) in plan.requests.iter().zip(responses).enumerate() {
+        let expected = model.expect(&req.key);
+        let actual = (resp.status, resp.upstream_addr.clone().unwrap_or_default());
+        if actual.1.contains(',') {
+            failovers += 1;
+        }
+        if expected != actual {
+            if matches!(req.kind, KeyKind::OnPoint | KeyKind::PastPoint | KeyKind::RingEdge) {
+                ring_ok = false;
+            }
+            mismatches.push(Mismatch { index, key: req.key.clone(), kind: req.kind, expected, actual });
+        }
+    }
+    RunReport {
+        requests: responses.len(),
+        failovers,
+        arcs_proven: if ring_ok { plan.arcs } else { 0 },
+        mismatches,
+        elapsed,
+    }
+}
+
+/// A short, printable rendering of a key for messages.
+pub fn show_key(key: &[u8]) -> String {
+    let s = String::from_utf8_lossy(key);
+    if s.chars().count() > 60 {
+        format!("{:?}… ({} bytes)", s.chars().take(60).collect::<String>(), key.len())
+    } else {
+        format!("{s:?}")
+    }
+}

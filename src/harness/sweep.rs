@@ -1,0 +1,274 @@
+//! A parity sweep: many random topologies × keys × nginx versions, with a readable summary.
+
+use super::backend::Backend;
+use super::local::hosts_namespace_command;
+use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions};
+use super::stream;
+use super::topology::{Capabilities, Topology, TopologyOptions};
+use crate::upstream::Method;
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a sweep does.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Master seed; topology `i` uses [`topology_seed`]`(seed, i)`.
+    pub seed: u64,
+    /// Topologies per version.
+    pub topologies: usize,
+    /// Only this topology index (replaying a mismatch).
+    pub only: Option<usize>,
+    /// Random keys per topology.
+    pub keys: usize,
+    /// Forge keys at both ends of every arc.
+    pub prove_ring: bool,
+    /// Stream sessions per version (local backends only; 0 to skip).
+    pub stream_sessions: usize,
+    /// The `nginx-ketama` executable, used to resolve hostnames inside nginx's hosts namespace. Without it,
+    /// topologies use no hostnames.
+    pub resolver_exe: Option<PathBuf>,
+    /// Topology generator limits.
+    pub topology: TopologyOptions,
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        SweepOptions {
+            seed: 2026,
+            topologies: 8,
+            only: None,
+            keys: 3000,
+            prove_ring: true,
+            stream_sessions: 300,
+            resolver_exe: None,
+            topology: TopologyOptions::default(),
+        }
+    }
+}
+
+/// The seed of topology `index` in a sweep seeded with `seed`.
+pub fn topology_seed(seed: u64, index: usize) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(index as u64 + 1)
+}
+
+/// A mismatch with everything needed to replay it.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// nginx version.
+    pub version: String,
+    /// Backend description.
+    pub backend: String,
+    /// Topology index within the sweep.
+    pub topology: usize,
+    /// The topology's seed.
+    pub topology_seed: u64,
+    /// The rendered upstream block.
+    pub upstream_block: String,
+    /// The difference.
+    pub mismatch: Mismatch,
+}
+
+/// Totals for one nginx version.
+#[derive(Debug, Clone, Default)]
+pub struct VersionReport {
+    /// nginx version.
+    pub version: String,
+    /// Backend description.
+    pub backend: String,
+    /// Topologies run.
+    pub topologies: usize,
+    /// Of which consistent.
+    pub consistent: usize,
+    /// Requests compared (all sequential and stateful).
+    pub requests: usize,
+    /// Requests with at least one retry.
+    pub failovers: usize,
+    /// Empty-key (round-robin) requests.
+    pub round_robin: usize,
+    /// Arcs proven at both ends.
+    pub arcs_proven: usize,
+    /// Stream sessions compared.
+    pub stream_sessions: usize,
+    /// Server spellings exercised.
+    pub spellings: BTreeSet<String>,
+    /// Everything that differed.
+    pub findings: Vec<Finding>,
+    /// Time spent in request/response exchange.
+    pub elapsed: Duration,
+}
+
+impl VersionReport {
+    /// Requests per second against nginx.
+    pub fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Something to show while a sweep runs.
+#[derive(Debug, Clone)]
+pub enum Event<'a> {
+    /// A topology is starting: (version, index, description, planned requests).
+    Topology(&'a str, usize, String, usize),
+    /// Requests done within the current topology.
+    Requests(usize),
+    /// A topology finished with this many mismatches.
+    Done(usize),
+}
+
+/// Resolves `names` the way nginx will see them: our resolver run in a mount namespace with `hosts` over
+/// `/etc/hosts` (the same namespace trick the local backend uses for nginx).
+pub fn resolve_in_namespace(exe: &Path, hosts: &str, names: &[String]) -> Result<Vec<(String, Vec<IpAddr>)>> {
+    let dir = super::local::fresh_prefix()?;
+    let file = dir.join("hosts");
+    std::fs::write(&file, hosts)?;
+    let out = hosts_namespace_command(&file, exe).arg("resolve-hosts").args(names).output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out.context("running the resolver helper")?;
+    if !out.status.success() {
+        bail!("resolver helper failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next().context("empty line")?.to_string();
+            let ips = it.map(|ip| ip.parse().context("bad address")).collect::<Result<Vec<IpAddr>>>()?;
+            Ok((name, ips))
+        })
+        .collect()
+}
+
+/// Generates topology `index` for `backend`, with hostnames resolved as nginx will resolve them.
+pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, unix_dir: &str) -> Result<Topology> {
+    let mut caps: Capabilities = backend.capabilities(unix_dir);
+    caps.hostnames &= options.resolver_exe.is_some();
+    let mut t = Topology::random(topology_seed(options.seed, index), &options.topology, &caps);
+    if !t.hosts.is_empty() {
+        let exe = options.resolver_exe.as_deref().expect("hostnames need the resolver");
+        let resolved = resolve_in_namespace(exe, &t.hosts_file(), &t.hostnames())?;
+        t.set_resolution(|name| {
+            resolved.iter().find(|(n, _)| n == name).map(|(_, ips)| ips.clone()).unwrap_or_default()
+        });
+    }
+    Ok(t)
+}
+
+/// Runs the sweep on one backend.
+///
+/// # Errors
+///
+/// nginx failing to start or to answer; mismatches are not errors (they are in the report).
+pub fn sweep_backend(
+    backend: &Backend,
+    options: &SweepOptions,
+    on: &mut dyn FnMut(Event<'_>),
+) -> Result<VersionReport> {
+    let version = backend.version();
+    let mut report =
+        VersionReport { version: version.to_string(), backend: backend.describe(), ..VersionReport::default() };
+    let indexes: Vec<usize> = match options.only {
+        Some(i) => vec![i],
+        None => (0..options.topologies).collect(),
+    };
+    for index in indexes {
+        // Unix sockets live in the instance's prefix; the prefix is created fresh per start, so the
+        // topology names a directory that the backend creates (sock/ under a stable short path).
+        let unix_dir = format!("/tmp/nk-{}-sock{index}", std::process::id());
+        std::fs::create_dir_all(&unix_dir)?;
+        let topology = topology_for(backend, options, index, &unix_dir)?;
+        let upstream = topology.upstream(version)?;
+        let plan = parity::plan(
+            &upstream,
+            topology.seed,
+            &PlanOptions {
+                random_keys: options.keys,
+                empty_keys: options.keys / 50,
+                prove_ring: options.prove_ring && topology.method == Method::Consistent,
+            },
+        );
+        let label = format!(
+            "{} servers, {}, {} points",
+            topology.lines.len(),
+            if topology.method == Method::Consistent { "consistent" } else { "plain" },
+            upstream.ring().map_or(0, |r| r.len())
+        );
+        on(Event::Topology(&report.version, index, label, plan.requests.len()));
+        let mut model = LibraryModel::new(&upstream, &topology);
+        let run = parity::run(backend, &topology, &plan, &mut model, &mut |n| on(Event::Requests(n)));
+        let _ = std::fs::remove_dir_all(&unix_dir);
+        let run = run.with_context(|| format!("topology {index} (seed {})", topology.seed))?;
+        on(Event::Done(run.mismatches.len()));
+        report.topologies += 1;
+        report.consistent += usize::from(topology.method == Method::Consistent);
+        report.requests += run.requests;
+        report.failovers += run.failovers;
+        report.round_robin += plan.requests.iter().filter(|r| r.kind == KeyKind::Empty).count();
+        report.arcs_proven += run.arcs_proven;
+        report.elapsed += run.elapsed;
+        report.spellings.extend(topology.spellings().iter().map(|s| format!("{s:?}")));
+        let block = topology.upstream_block(super::site::HTTP_KEY, true);
+        report.findings.extend(run.mismatches.into_iter().map(|mismatch| Finding {
+            version: report.version.clone(),
+            backend: report.backend.clone(),
+            topology: index,
+            topology_seed: topology.seed,
+            upstream_block: block.clone(),
+            mismatch,
+        }));
+    }
+    if options.stream_sessions > 0 && matches!(backend, Backend::Local(_)) && options.only.is_none() {
+        let (sessions, findings) = stream_check(backend, options)?;
+        report.stream_sessions = sessions;
+        report.findings.extend(findings);
+    }
+    Ok(report)
+}
+
+/// One stream topology (IPv4 and unix spellings, since stream `server` lines need ports) checked with
+/// client-chosen source ports.
+fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize, Vec<Finding>)> {
+    let unix_dir = format!("/tmp/nk-{}-stream", std::process::id());
+    std::fs::create_dir_all(&unix_dir)?;
+    let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: Some(unix_dir.clone()) };
+    let seed = topology_seed(options.seed, usize::MAX / 2);
+    let topo_opts = TopologyOptions { max_servers: 20, ..options.topology.clone() };
+    let topology = Topology::random(seed, &topo_opts, &caps);
+    let upstream = topology.upstream(backend.version())?;
+    let mut model = LibraryModel::new(&upstream, &topology);
+    let mut rng_port = (seed % 20000) as u16;
+    let ports: Vec<u16> = (0..options.stream_sessions)
+        .map(|_| {
+            rng_port = rng_port.wrapping_mul(31).wrapping_add(7) % 25000;
+            32000 + rng_port
+        })
+        .collect::<BTreeSet<u16>>()
+        .into_iter()
+        .collect();
+    let result = stream::run_stream(backend, &topology, &ports, &mut model);
+    let _ = std::fs::remove_dir_all(&unix_dir);
+    let report = result.context("stream check")?;
+    let block = topology.upstream_block(super::site::STREAM_KEY, false);
+    let findings = report
+        .mismatches
+        .into_iter()
+        .enumerate()
+        .map(|(index, (port, expected, actual))| Finding {
+            version: backend.version().to_string(),
+            backend: format!("{} (stream)", backend.describe()),
+            topology: usize::MAX,
+            topology_seed: seed,
+            upstream_block: block.clone(),
+            mismatch: Mismatch {
+                index,
+                key: port.to_string().into_bytes(),
+                kind: KeyKind::Random,
+                expected: (0, expected),
+                actual: (0, actual),
+            },
+        })
+        .collect();
+    Ok((report.sessions, findings))
+}
