@@ -149,7 +149,7 @@ pub fn docker_backend(version: NginxVersion) -> Result<Backend> {
 
 mod docker {
     use super::*;
-    use testcontainers::core::{Host, IntoContainerPort, WaitFor};
+    use testcontainers::core::{IntoContainerPort, WaitFor};
     use testcontainers::runners::SyncRunner;
     use testcontainers::{Container, GenericImage, ImageExt};
 
@@ -201,18 +201,25 @@ mod docker {
             user_root: true,
         };
         let conf = site::render(site, &env);
-        let mut request = GenericImage::new(image, tag)
+        let request = GenericImage::new(image, tag)
             .with_exposed_port(8080.tcp())
             .with_wait_for(WaitFor::message_on_stderr("start worker process"))
             .with_cmd(["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf"])
             .with_copy_to("/etc/nginx/nginx.conf", conf.into_bytes())
             .with_label("nginx-ketama.owner-pid", std::process::id().to_string())
             .with_startup_timeout(std::time::Duration::from_secs(30));
+        let mut request = request;
         if let Some(hosts) = &site.hosts {
+            // Not `with_host`: it keeps one address per name, sorted by name. Docker writes ExtraHosts to
+            // the container's /etc/hosts in the order given, which is the order nginx's resolver sees.
+            let mut extra = Vec::new();
             for line in hosts.lines().skip(1) {
                 let (ip, name) = line.split_once(' ').context("hosts line")?;
-                request = request.with_host(name, Host::Addr(ip.parse()?));
+                extra.push(format!("{name}:{ip}"));
             }
+            request = request.with_host_config_modifier(move |hc| {
+                hc.extra_hosts = Some(extra.clone());
+            });
         }
         let container = request.start().with_context(|| format!("starting container {image}:{tag}"))?;
         let port = container.get_host_port_ipv4(8080.tcp())?;

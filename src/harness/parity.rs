@@ -152,7 +152,7 @@ pub struct RunReport {
 }
 
 /// Builds the site for an HTTP topology.
-pub fn http_site(topology: &Topology) -> Site {
+pub fn http_site(topology: &Topology, probe_resolution: bool) -> Site {
     Site {
         http: Some(Part {
             upstream_block: topology.upstream_block(HTTP_KEY, true),
@@ -160,29 +160,70 @@ pub fn http_site(topology: &Topology) -> Site {
         }),
         stream: None,
         hosts: (!topology.hosts.is_empty()).then(|| topology.hosts_file()),
+        probes: if probe_resolution { topology.hostnames().iter().map(|n| format!("{n}:9")).collect() } else { vec![] },
     }
 }
 
-/// Sends `plan` to an nginx started for `topology` and compares every answer with `model`.
+/// nginx running one topology.
+pub struct Session {
+    instance: Box<dyn Instance>,
+    describe: String,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("backend", &self.describe).finish()
+    }
+}
+
+/// Starts nginx for `topology`. In a container, where this process cannot run a resolver in nginx's
+/// environment, the addresses of hostnames are taken from nginx itself (in its resolver's order) and
+/// written back into `topology`.
 ///
 /// # Errors
 ///
-/// nginx failing to start, or the connection failing.
-pub fn run(
-    backend: &Backend,
-    topology: &Topology,
-    plan: &Plan,
-    model: &mut dyn Model,
-    progress: &mut dyn FnMut(usize),
-) -> Result<RunReport> {
-    let prefix = backend.prefix()?;
-    let instance: Box<dyn Instance> = backend.start(&http_site(topology), prefix)?;
-    let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
-    let started = Instant::now();
-    let responses = pipeline(instance.http_front(), &keys, progress)
-        .with_context(|| format!("talking to nginx ({})\nnginx said:\n{}", backend.describe(), instance.logs()))?;
-    let elapsed = started.elapsed();
-    Ok(compare(plan, &responses, model, elapsed))
+/// nginx failing to start (with its own error output) or not answering the probes.
+pub fn start(backend: &Backend, topology: &mut Topology) -> Result<Session> {
+    let probe = matches!(backend, Backend::Docker { .. }) && !topology.hosts.is_empty();
+    let instance = backend.start(&http_site(topology, probe), backend.prefix()?)?;
+    if probe {
+        let client = reqwest::blocking::Client::builder().no_proxy().build()?;
+        let mut resolved = Vec::new();
+        for (i, name) in topology.hostnames().into_iter().enumerate() {
+            let url = format!("http://{}/__resolve/{i}", instance.http_front());
+            let resp = client.get(&url).send().with_context(|| format!("probing {name} at {url}"))?;
+            let addrs = resp.headers().get("x-upstream").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            let ips = addrs
+                .split(", ")
+                .map(|a| a.parse::<std::net::SocketAddr>().map(|sa| sa.ip()))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .with_context(|| format!("nginx reported {addrs:?} for {name}"))?;
+            resolved.push((name, ips));
+        }
+        topology
+            .set_resolution(|n| resolved.iter().find(|(m, _)| m == n).map(|(_, ips)| ips.clone()).unwrap_or_default());
+    }
+    Ok(Session { instance, describe: backend.describe() })
+}
+
+impl Session {
+    /// Sends `plan` and compares every answer with `model`.
+    ///
+    /// # Errors
+    ///
+    /// The connection failing (nginx's error output is attached).
+    pub fn run(&self, plan: &Plan, model: &mut dyn Model, progress: &mut dyn FnMut(usize)) -> Result<RunReport> {
+        let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
+        let started = Instant::now();
+        let responses = pipeline(self.instance.http_front(), &keys, progress)
+            .with_context(|| format!("talking to nginx ({})\nnginx said:\n{}", self.describe, self.instance.logs()))?;
+        Ok(compare(plan, &responses, model, started.elapsed()))
+    }
+
+    /// nginx's error output so far.
+    pub fn logs(&self) -> String {
+        self.instance.logs()
+    }
 }
 
 /// Compares responses with the model's predictions, request by request.

@@ -13,6 +13,8 @@ pub struct Site {
     pub stream: Option<Part>,
     /// A private `/etc/hosts` for nginx's resolver, if the upstream uses hostnames.
     pub hosts: Option<String>,
+    /// Hostnames (with a port) whose resolved address order nginx should report at `/__resolve/<i>`.
+    pub probes: Vec<String>,
 }
 
 /// One context's upstream and echo listeners.
@@ -71,8 +73,8 @@ pub fn render(site: &Site, env: &Environment) -> String {
     // sockets, stream ones included, are opened together before the worker starts).
     let _ = write!(
         c,
-        "http {{\n    access_log off;\n    client_body_temp_path {p}/tmp/body;\n    proxy_temp_path {p}/tmp/proxy;\n\
-         \x20   fastcgi_temp_path {p}/tmp/fastcgi;\n    uwsgi_temp_path {p}/tmp/uwsgi;\n    scgi_temp_path {p}/tmp/scgi;\n\
+        "http {{\n    access_log off;\n    client_body_temp_path {p}/tmp_body;\n    proxy_temp_path {p}/tmp_proxy;\n\
+         \x20   fastcgi_temp_path {p}/tmp_fastcgi;\n    uwsgi_temp_path {p}/tmp_uwsgi;\n    scgi_temp_path {p}/tmp_scgi;\n\
          \x20   keepalive_requests 10000000;\n    keepalive_timeout 600s;\n    large_client_header_buffers 4 64k;\n"
     );
     match &site.http {
@@ -80,9 +82,21 @@ pub fn render(site: &Site, env: &Environment) -> String {
             for line in http.upstream_block.lines() {
                 let _ = writeln!(c, "    {line}");
             }
+            for (i, name) in site.probes.iter().enumerate() {
+                let _ = writeln!(c, "    upstream probe{i} {{ server {name} max_fails=0; }}");
+            }
+            // Round-robin over a name's addresses, all refusing, tries them in list order: one request to
+            // /__resolve/<i> reports the resolver's order in $upstream_addr.
+            let mut probes = String::new();
+            for i in 0..site.probes.len() {
+                let _ = writeln!(
+                    probes,
+                    "        location = /__resolve/{i} {{ proxy_pass http://probe{i}; add_header X-Upstream $upstream_addr always; }}"
+                );
+            }
             let _ = write!(
                 c,
-                "    server {{\n        listen {front};\n        location / {{\n            proxy_pass http://{up};\n\
+                "    server {{\n        listen {front};\n{probes}        location / {{\n            proxy_pass http://{up};\n\
                  \x20           proxy_next_upstream error;\n            proxy_connect_timeout 5s;\n\
                  \x20           proxy_http_version 1.1;\n            proxy_set_header Connection \"\";\n\
                  \x20           add_header X-Upstream $upstream_addr always;\n        }}\n    }}\n",

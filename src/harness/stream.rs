@@ -20,6 +20,7 @@ pub fn stream_site(topology: &Topology) -> Site {
             listeners: topology.live_listeners(),
         }),
         hosts: None,
+        probes: Vec::new(),
     }
 }
 

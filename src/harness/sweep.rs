@@ -178,7 +178,8 @@ pub fn sweep_backend(
         // topology names a directory that the backend creates (sock/ under a stable short path).
         let unix_dir = format!("/tmp/nk-{}-sock{index}", std::process::id());
         std::fs::create_dir_all(&unix_dir)?;
-        let topology = topology_for(backend, options, index, &unix_dir)?;
+        let mut topology = topology_for(backend, options, index, &unix_dir)?;
+        let session = parity::start(backend, &mut topology).with_context(|| format!("topology {index}"))?;
         let upstream = topology.upstream(version)?;
         let plan = parity::plan(
             &upstream,
@@ -197,7 +198,8 @@ pub fn sweep_backend(
         );
         on(Event::Topology(&report.version, index, label, plan.requests.len()));
         let mut model = LibraryModel::new(&upstream, &topology);
-        let run = parity::run(backend, &topology, &plan, &mut model, &mut |n| on(Event::Requests(n)));
+        let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)));
+        drop(session);
         let _ = std::fs::remove_dir_all(&unix_dir);
         let run = run.with_context(|| format!("topology {index} (seed {})", topology.seed))?;
         on(Event::Done(run.mismatches.len()));
