@@ -215,9 +215,19 @@ impl Session {
     pub fn run(&self, plan: &Plan, model: &mut dyn Model, progress: &mut dyn FnMut(usize)) -> Result<RunReport> {
         let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
         let started = Instant::now();
-        let responses = pipeline(self.instance.http_front(), &keys, progress)
-            .with_context(|| format!("talking to nginx ({})\nnginx said:\n{}", self.describe, self.instance.logs()))?;
+        let responses = self.send(&keys, progress)?;
         Ok(compare(plan, &responses, model, started.elapsed()))
+    }
+
+    /// Sends raw keys in order (pipelined, one connection) and returns nginx's answers, without judging
+    /// them: the recorder of golden vectors uses this.
+    ///
+    /// # Errors
+    ///
+    /// The connection failing (nginx's error output is attached).
+    pub fn send(&self, keys: &[Vec<u8>], progress: &mut dyn FnMut(usize)) -> Result<Vec<Response>> {
+        pipeline(self.instance.http_front(), keys, progress)
+            .with_context(|| format!("talking to nginx ({})\nnginx said:\n{}", self.describe, self.instance.logs()))
     }
 
     /// nginx's error output so far.
