@@ -87,6 +87,10 @@ def check(t: dict, out, key: bytes) -> str | None:
     problems = []
     if (got, out.outcome) != (want, t.get("outcome")):
         problems.append(f"expected {fmt(want, t.get('outcome'))} got {fmt(got, out.outcome)}")
+    if "servers" in t:
+        got_servers = [p.server.decode("utf-8", "replace") for p in out.attempts]
+        if got_servers != list(t["servers"]) and not problems:
+            problems.append(f"servers expected {t['servers']} got {got_servers}")
     if "status" in t and t["status"] != out.status:
         problems.append(f"status expected {t['status']} got {out.status}")
     if t.get("crc32") is not None and int(t["crc32"], 16) != crc32(key):

@@ -192,6 +192,16 @@ public final class Replay {
         if (!got.equals(want) || !out.outcomeName().equals(t.get("outcome"))) {
             problems.add("expected " + fmt(want, t.get("outcome")) + " got " + fmt(got, out.outcomeName()));
         }
+        if (t.containsKey("servers") && problems.isEmpty()) {
+            List<String> gotServers = new ArrayList<>();
+            for (Peer p : out.attempts()) {
+                gotServers.add(new String(p.server(), StandardCharsets.UTF_8));
+            }
+            List<Object> wantServers = arr(t.get("servers"));
+            if (!gotServers.equals(wantServers)) {
+                problems.add("servers expected " + wantServers + " got " + gotServers);
+            }
+        }
         if (t.get("status") instanceof Long s && s != out.httpStatus()) {
             problems.add("status expected " + s + " got " + out.httpStatus());
         }
