@@ -38,6 +38,8 @@ pub trait Instance {
     fn stream_log(&self) -> Option<PathBuf>;
     /// nginx's error output so far.
     fn logs(&self) -> String;
+    /// The directory holding the rendered `nginx.conf` (and `hosts`), for local processes.
+    fn prefix(&self) -> Option<PathBuf>;
 }
 
 impl Instance for LocalNginx {
@@ -52,6 +54,9 @@ impl Instance for LocalNginx {
     }
     fn logs(&self) -> String {
         self.stderr()
+    }
+    fn prefix(&self) -> Option<PathBuf> {
+        Some(LocalNginx::prefix(self).to_path_buf())
     }
 }
 
@@ -177,6 +182,9 @@ mod docker {
         }
         fn logs(&self) -> String {
             String::from_utf8_lossy(&self.container.stderr_to_vec().unwrap_or_default()).into_owned()
+        }
+        fn prefix(&self) -> Option<PathBuf> {
+            None
         }
     }
 

@@ -234,6 +234,11 @@ impl Session {
     pub fn logs(&self) -> String {
         self.instance.logs()
     }
+
+    /// Where the rendered `nginx.conf` and `hosts` live (local processes only).
+    pub fn prefix(&self) -> Option<std::path::PathBuf> {
+        self.instance.prefix()
+    }
 }
 
 /// Compares responses with the model's predictions, request by request.

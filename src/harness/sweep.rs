@@ -7,6 +7,9 @@ use super::stream;
 use super::topology::{Capabilities, Topology, TopologyOptions};
 use crate::upstream::Method;
 use anyhow::{Context, Result, bail};
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -176,8 +179,7 @@ pub fn sweep_backend(
     for index in indexes {
         // Unix sockets live in the instance's prefix; the prefix is created fresh per start, so the
         // topology names a directory that the backend creates (sock/ under a stable short path).
-        let unix_dir = format!("/tmp/nk-{}-sock{index}", std::process::id());
-        std::fs::create_dir_all(&unix_dir)?;
+        let unix_dir = super::local::fresh_prefix()?.display().to_string();
         let mut topology = topology_for(backend, options, index, &unix_dir)?;
         let session = parity::start(backend, &mut topology).with_context(|| format!("topology {index}"))?;
         let upstream = topology.upstream(version)?;
@@ -232,23 +234,17 @@ pub fn sweep_backend(
 /// One stream topology (IPv4 and unix spellings, since stream `server` lines need ports) checked with
 /// client-chosen source ports.
 fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize, Vec<Finding>)> {
-    let unix_dir = format!("/tmp/nk-{}-stream", std::process::id());
-    std::fs::create_dir_all(&unix_dir)?;
+    let unix_dir = super::local::fresh_prefix()?.display().to_string();
     let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: Some(unix_dir.clone()) };
     let seed = topology_seed(options.seed, usize::MAX / 2);
     let topo_opts = TopologyOptions { max_servers: 20, ..options.topology.clone() };
     let topology = Topology::random(seed, &topo_opts, &caps);
     let upstream = topology.upstream(backend.version())?;
     let mut model = LibraryModel::new(&upstream, &topology);
-    let mut rng_port = (seed % 20000) as u16;
-    let ports: Vec<u16> = (0..options.stream_sessions)
-        .map(|_| {
-            rng_port = rng_port.wrapping_mul(31).wrapping_add(7) % 25000;
-            32000 + rng_port
-        })
-        .collect::<BTreeSet<u16>>()
-        .into_iter()
-        .collect();
+    // Distinct source ports, in random order, away from the ephemeral range the kernel hands out.
+    let mut ports: Vec<u16> = (20000..32000).collect();
+    ports.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    ports.truncate(options.stream_sessions);
     let result = stream::run_stream(backend, &topology, &ports, &mut model);
     let _ = std::fs::remove_dir_all(&unix_dir);
     let report = result.context("stream check")?;

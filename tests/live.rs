@@ -1,0 +1,404 @@
+//! Live parity suite: real nginx on one side, the library on the other.
+//!
+//! Needs nginx provisioned by `scripts/provision-nginx` (and, for the container test, images from
+//! `scripts/build-images` and a Docker engine). Without them each test prints a loud `SKIP:` line and
+//! passes — unless `NGINX_PARITY=require` (set by `.ci/run`), which turns every skip into a failure.
+//! Every test prints what it verified: versions, topologies, requests, arcs, sessions.
+
+use anyhow::Result;
+use nginx_ketama::harness::backend::{Backend, docker_available, docker_backend};
+use nginx_ketama::harness::install::Installation;
+use nginx_ketama::harness::parity::{self, KeyKind, LibraryModel, Model, PlanOptions, compare};
+use nginx_ketama::harness::sweep::{SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama::harness::topology::{
+    Capabilities, Endpoint, Listen, ServerLine, Spelling, Topology, TopologyOptions,
+};
+use nginx_ketama::md5_variants::Md5VnodeRing;
+use nginx_ketama::{Method, NginxVersion, Server};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+
+fn required() -> bool {
+    std::env::var("NGINX_PARITY").is_ok_and(|v| v == "require")
+}
+
+/// Skips (returns `None`) or, under `NGINX_PARITY=require`, fails.
+fn skip<T>(why: &str) -> Option<T> {
+    assert!(!required(), "NGINX_PARITY=require but {why}");
+    eprintln!("SKIP: {why} (set NGINX_PARITY=require to make this a failure)");
+    None
+}
+
+fn installs() -> Option<Vec<Installation>> {
+    let root = Installation::default_root();
+    let found = Installation::discover(&root);
+    if found.is_empty() {
+        return skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
+    }
+    Some(found)
+}
+
+fn print_reports(title: &str, reports: &[VersionReport]) {
+    eprintln!("\n{title}\n{}", nginx_ketama::harness::cli::table(reports));
+    for r in reports {
+        eprintln!("  nginx {} ({}): spellings {:?}", r.version, r.backend, r.spellings);
+    }
+}
+
+fn assert_clean(reports: &[VersionReport]) {
+    for r in reports {
+        for f in r.findings.iter().take(10) {
+            eprintln!(
+                "MISMATCH nginx {} topology {} (seed {}): key {} expected {:?}, nginx {:?}\n{}",
+                f.version,
+                f.topology,
+                f.topology_seed,
+                parity::show_key(&f.mismatch.key),
+                f.mismatch.expected,
+                f.mismatch.actual,
+                f.upstream_block
+            );
+        }
+        assert!(r.findings.is_empty(), "nginx {}: {} mismatches", r.version, r.findings.len());
+    }
+}
+
+/// The main proof: random topologies in every spelling, random keys, forged keys at both ends of every arc,
+/// empty keys, failover chains and a stream upstream, on every provisioned version, request by request.
+#[test]
+fn random_topologies_match_nginx_on_every_version() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    let options = SweepOptions {
+        seed: 7,
+        topologies: 8,
+        keys: 1500,
+        stream_sessions: 300,
+        resolver_exe: Some(PathBuf::from(CLI)),
+        ..SweepOptions::default()
+    };
+    let mut reports = Vec::new();
+    for install in &installs {
+        reports.push(sweep_backend(&Backend::Local(install.clone()), &options, &mut |_| {})?);
+    }
+    print_reports("random topologies, local nginx", &reports);
+    assert_clean(&reports);
+    let versions: BTreeSet<String> = reports.iter().map(|r| r.version.clone()).collect();
+    for v in ["1.22.1", "1.26.3", "1.30.6"] {
+        if !versions.contains(v) {
+            skip::<()>(&format!("nginx {v} is not provisioned"));
+        }
+    }
+    for r in &reports {
+        assert!(r.arcs_proven >= 5000, "nginx {}: only {} arcs proven", r.version, r.arcs_proven);
+        assert!(r.failovers >= 500 && r.round_robin >= 100 && r.stream_sessions >= 250, "{r:?}");
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let spellings: BTreeSet<&String> = reports.iter().flat_map(|r| &r.spellings).collect();
+        assert_eq!(spellings.len(), Spelling::ALL.len(), "every server spelling exercised: {spellings:?}");
+    }
+    Ok(())
+}
+
+/// The same harness through testcontainers, on the locally built image (or `$NGINX_KETAMA_IMAGE`).
+#[test]
+fn testcontainers_backend_matches_nginx() -> Result<()> {
+    if !docker_available() {
+        return Ok(skip("no Docker engine answers").unwrap_or(()));
+    }
+    let version = NginxVersion::LATEST;
+    let backend = match docker_backend(version) {
+        Ok(b) => b,
+        Err(e) => return Ok(skip(&e.to_string()).unwrap_or(())),
+    };
+    let options = SweepOptions { seed: 11, topologies: 4, keys: 1000, ..SweepOptions::default() };
+    let report = sweep_backend(&backend, &options, &mut |_| {})?;
+    print_reports("random topologies through testcontainers", std::slice::from_ref(&report));
+    assert_clean(std::slice::from_ref(&report));
+    assert!(report.requests >= 4000 && report.topologies == 4);
+    let leftovers = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label=nginx-ketama.owner-pid={}", std::process::id())])
+        .output()?;
+    assert!(leftovers.stdout.is_empty(), "containers left behind: {}", String::from_utf8_lossy(&leftovers.stdout));
+    Ok(())
+}
+
+fn latest_local() -> Option<Backend> {
+    let installs = installs()?;
+    Some(Backend::Local(installs.last().expect("non-empty").clone()))
+}
+
+fn plain_line(server: String, listen: SocketAddr, weight: u32) -> ServerLine {
+    ServerLine {
+        server,
+        spelling: Spelling::IpPort,
+        weight,
+        down: false,
+        dead: false,
+        backup: false,
+        max_fails: 0,
+        fail_timeout: 10,
+        endpoints: vec![Endpoint { listen: Listen::Tcp(listen), name: listen.to_string() }],
+    }
+}
+
+fn ip_lines(n: usize, first_octet: u8) -> Vec<ServerLine> {
+    (0..n)
+        .map(|i| {
+            let addr = SocketAddr::from(([127, first_octet, (i / 200) as u8, (i % 200 + 1) as u8], 20000 + i as u16));
+            plain_line(addr.to_string(), addr, 1 + (i % 3) as u32)
+        })
+        .collect()
+}
+
+/// A model that is wrong on purpose.
+struct Mutant<F: FnMut(&[u8]) -> String>(F);
+
+impl<F: FnMut(&[u8]) -> String> Model for Mutant<F> {
+    fn expect(&mut self, key: &[u8]) -> (u16, String) {
+        (200, (self.0)(key))
+    }
+}
+
+/// The harness must catch a wrong library: MD5 instead of CRC32 on most keys, and `>` instead of `≥` in
+/// the lookup exactly on the forged keys that sit on ring points (which random keys almost never hit).
+#[test]
+fn harness_detects_deliberately_wrong_libraries() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let mut topology = Topology { seed: 1, method: Method::Consistent, lines: ip_lines(12, 61), hosts: vec![] };
+    let session = parity::start(&backend, &mut topology)?;
+    let upstream = topology.upstream(backend.version())?;
+    let plan = parity::plan(&upstream, 5, &PlanOptions { random_keys: 3000, empty_keys: 0, prove_ring: true });
+    let responses = session.send(&plan.requests.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), &mut |_| {})?;
+
+    let right = compare(&plan, &responses, &mut LibraryModel::new(&upstream, &topology), Duration::ZERO);
+    assert!(right.mismatches.is_empty(), "the real library must match: {:?}", right.mismatches.first());
+
+    let ring = upstream.ring().expect("consistent");
+    let servers: Vec<(Server, u32)> =
+        topology.lines.iter().map(|l| (Server::new(l.server.clone()), l.weight)).collect();
+    let md5 = Md5VnodeRing::new(servers.iter().map(|(s, w)| (s, *w)));
+    let md5_report =
+        compare(&plan, &responses, &mut Mutant(|k: &[u8]| md5.owner(k).unwrap().to_string()), Duration::ZERO);
+
+    let hashes: Vec<u32> = ring.points().map(|p| p.hash).collect();
+    let strictly_greater = |k: &[u8]| {
+        let h = crc32fast::hash(k);
+        let i = hashes.partition_point(|&p| p <= h) % hashes.len();
+        ring.point(i).server.to_string()
+    };
+    let gt_report = compare(&plan, &responses, &mut Mutant(strictly_greater), Duration::ZERO);
+
+    eprintln!(
+        "mutation check on nginx {}: {} requests ({} arcs); library {} mismatches, MD5 ring {} ({:.0}%), `>` lookup {}",
+        backend.version(),
+        right.requests,
+        plan.arcs,
+        right.mismatches.len(),
+        md5_report.mismatches.len(),
+        100.0 * md5_report.mismatches.len() as f64 / right.requests as f64,
+        gt_report.mismatches.len()
+    );
+    assert!(md5_report.mismatches.len() * 10 > right.requests * 8, "MD5 must disagree on most keys");
+    assert_eq!(md5_report.arcs_proven, 0);
+    // `>` differs exactly on keys whose CRC equals a point owned by another server than the next point: the
+    // forged on-point keys of those arcs, none of the random or one-past keys.
+    let boundaries = (0..ring.len()).filter(|&i| ring.point(i).server != ring.point(i + 1).server).count();
+    let on_point = gt_report.mismatches.iter().filter(|m| m.kind == KeyKind::OnPoint).count();
+    assert_eq!(on_point, boundaries, "every server boundary on the ring must be caught");
+    assert!(gt_report.mismatches.iter().all(|m| matches!(m.kind, KeyKind::OnPoint | KeyKind::RingEdge)));
+    assert_eq!(gt_report.arcs_proven, 0);
+    Ok(())
+}
+
+fn run_scenario(backend: &Backend, name: &str, mut topology: Topology, keys: Vec<Vec<u8>>) -> Result<usize> {
+    let session = parity::start(backend, &mut topology)?;
+    let upstream = topology.upstream(backend.version())?;
+    let plan = parity::Plan {
+        requests: keys.into_iter().map(|key| parity::PlannedRequest { key, kind: KeyKind::Random }).collect(),
+        arcs: 0,
+    };
+    let report = session.run(&plan, &mut LibraryModel::new(&upstream, &topology), &mut |_| {})?;
+    for m in report.mismatches.iter().take(5) {
+        eprintln!(
+            "{name}: request {} key {} expected {:?} nginx {:?}",
+            m.index,
+            parity::show_key(&m.key),
+            m.expected,
+            m.actual
+        );
+    }
+    assert!(
+        report.mismatches.is_empty(),
+        "{name} on nginx {}: {} mismatches",
+        backend.version(),
+        report.mismatches.len()
+    );
+    eprintln!(
+        "  {name:<44} nginx {}: {} requests, {} with retries",
+        backend.version(),
+        report.requests,
+        report.failovers
+    );
+    Ok(report.requests)
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| format!("{prefix}{i}").into_bytes()).collect()
+}
+
+/// Hand-built stateful scenarios from the spec, each on every version: more than 20 misses then
+/// round-robin and backups, failure accounting, empty keys, a single server, plain hash with one primary
+/// plus backups (where 1.26 and 1.30 differ).
+#[test]
+fn stateful_scenarios_match_nginx() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    eprintln!("stateful scenarios:");
+    for install in installs {
+        let backend = Backend::Local(install);
+        let mut total = 0;
+
+        // 25 down servers around two live ones, a backup declared before `hash`, one live server refusing.
+        let mut lines = ip_lines(28, 71);
+        for l in &mut lines[..25] {
+            l.down = true;
+        }
+        lines[27].dead = true;
+        let mut backup = ip_lines(1, 72).remove(0);
+        backup.backup = true;
+        lines.push(backup);
+        let t = Topology { seed: 0, method: Method::Consistent, lines, hosts: vec![] };
+        total += run_scenario(&backend, "more than 20 misses → round-robin → backup", t, keys("miss", 400))?;
+
+        // Failure accounting: dead servers with max_fails=1 drop out after their first failure.
+        let mut lines = ip_lines(10, 73);
+        for l in lines.iter_mut().step_by(3) {
+            l.dead = true;
+            l.max_fails = 1;
+            l.fail_timeout = 3600;
+        }
+        let t = Topology { seed: 0, method: Method::Consistent, lines: lines.clone(), hosts: vec![] };
+        total += run_scenario(&backend, "max_fails=1: failed peers skipped (consistent)", t, keys("acct", 400))?;
+        let t = Topology { seed: 0, method: Method::Plain, lines, hosts: vec![] };
+        total += run_scenario(&backend, "max_fails=1: failed peers skipped (plain)", t, keys("acct", 400))?;
+
+        // Empty keys: weighted round-robin across the list, interleaved with hashed keys.
+        let t = Topology { seed: 0, method: Method::Consistent, lines: ip_lines(5, 74), hosts: vec![] };
+        let mixed: Vec<Vec<u8>> =
+            (0..300).map(|i| if i % 3 == 0 { Vec::new() } else { format!("e{i}").into_bytes() }).collect();
+        total += run_scenario(&backend, "empty keys interleaved (round-robin)", t, mixed)?;
+
+        // A single server, refusing: one attempt, never counted as failed.
+        let mut one = ip_lines(1, 75);
+        one[0].dead = true;
+        one[0].max_fails = 1;
+        let t = Topology { seed: 0, method: Method::Consistent, lines: one, hosts: vec![] };
+        total += run_scenario(&backend, "single refusing server", t, keys("single", 50))?;
+
+        // Plain hash, one primary (refusing) plus three backups: version dependent (spec §8, 1.27.3).
+        let mut lines = ip_lines(4, 76);
+        lines[0].dead = true;
+        for l in &mut lines[1..] {
+            l.backup = true;
+        }
+        lines[1].dead = true;
+        let t = Topology { seed: 0, method: Method::Plain, lines, hosts: vec![] };
+        total += run_scenario(&backend, "plain: one primary + backups", t, keys("pb", 300))?;
+        eprintln!("  nginx {}: {total} stateful requests, 0 mismatches", backend.version());
+    }
+    Ok(())
+}
+
+/// The `route` command, reading the very nginx.conf nginx runs (hostnames resolved in the same private
+/// hosts namespace, a name with two addresses, refused servers), agrees with nginx on every attempt.
+#[test]
+fn route_command_agrees_with_nginx() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(skip("hostname namespaces need root").unwrap_or(()));
+    }
+    let unix_dir = nginx_ketama::harness::local::fresh_prefix()?;
+    let caps =
+        Capabilities { ipv6: true, port80: true, hostnames: true, unix_dir: Some(unix_dir.display().to_string()) };
+    let mut topology = loop {
+        // A topology with a two-address name and some refusing servers.
+        let seed = rand_seed();
+        let t =
+            Topology::random(seed, &TopologyOptions { max_servers: 25, backups: false, ..Default::default() }, &caps);
+        if t.spellings().contains(&Spelling::HostnameTwoAddresses) && t.lines.iter().any(|l| l.dead) {
+            break t;
+        }
+    };
+    let resolved = nginx_ketama::harness::sweep::resolve_in_namespace(
+        CLI.as_ref(),
+        &topology.hosts_file(),
+        &topology.hostnames(),
+    )?;
+    topology.set_resolution(|n| resolved.iter().find(|(m, _)| m == n).map(|(_, ips)| ips.clone()).unwrap_or_default());
+    let session = parity::start(&backend, &mut topology)?;
+    let prefix = session.prefix().expect("a local nginx has a prefix");
+    let conf = prefix.join("nginx.conf");
+    let hosts = prefix.join("hosts");
+    let requests: Vec<Vec<u8>> = nginx_ketama::harness::topology::random_keys(3, 500);
+    let responses = session.send(&requests, &mut |_| {})?;
+
+    let mut cmd = nginx_ketama::harness::local::hosts_namespace_command(&hosts, CLI.as_ref());
+    cmd.args(["route", "--config"]).arg(&conf).args(["--upstream", "parity"]);
+    for l in topology.lines.iter().filter(|l| l.dead) {
+        cmd.args(["--failed", &l.server]);
+    }
+    let input: Vec<u8> = requests.iter().flat_map(|k| k.iter().copied().chain([b'\n'])).collect();
+    let out = run_with_stdin(cmd, &input)?;
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    assert_eq!(lines.len(), requests.len());
+    let by_address = |addr: &str| -> String {
+        topology
+            .lines
+            .iter()
+            .find(|l| l.endpoints.iter().any(|e| e.name == addr))
+            .map(|l| l.server.clone())
+            .unwrap_or_else(|| addr.to_string())
+    };
+    for (i, (line, resp)) in lines.iter().zip(&responses).enumerate() {
+        let nginx: Vec<String> = resp.upstream_addr.as_deref().unwrap_or("").split(", ").map(by_address).collect();
+        let ours: Vec<String> =
+            line["attempts"].as_array().expect("attempts").iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        assert_eq!(ours, nginx, "request {i} key {}", parity::show_key(&requests[i]));
+        assert_eq!(line["server"].as_str(), ours.first().map(String::as_str));
+    }
+    drop(session);
+    std::fs::remove_dir_all(&unix_dir)?;
+    eprintln!(
+        "route command: {} keys over {} server lines (spellings {:?}) agree with nginx {}",
+        requests.len(),
+        topology.lines.len(),
+        topology.spellings(),
+        backend.version()
+    );
+    Ok(())
+}
+
+fn rand_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(100);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn run_with_stdin(mut cmd: std::process::Command, input: &[u8]) -> Result<Vec<u8>> {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output()?;
+    writer.join().expect("writer")?;
+    anyhow::ensure!(out.status.success(), "route failed: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(out.stdout)
+}
