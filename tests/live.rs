@@ -108,12 +108,16 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
 #[test]
 fn testcontainers_backend_matches_nginx() -> Result<()> {
     if !docker_available() {
-        return Ok(skip("no Docker engine answers").unwrap_or(()));
+        skip::<()>("no Docker engine answers");
+        return Ok(());
     }
     let version = NginxVersion::LATEST;
     let backend = match docker_backend(version) {
         Ok(b) => b,
-        Err(e) => return Ok(skip(&e.to_string()).unwrap_or(())),
+        Err(e) => {
+            skip::<()>(&e.to_string());
+            return Ok(());
+        }
     };
     let options = SweepOptions { seed: 11, topologies: 4, keys: 1000, ..SweepOptions::default() };
     let report = sweep_backend(&backend, &options, &mut |_| {})?;
@@ -320,7 +324,8 @@ fn route_command_agrees_with_nginx() -> Result<()> {
     let Some(backend) = latest_local() else { return Ok(()) };
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Ok(skip("hostname namespaces need root").unwrap_or(()));
+        skip::<()>("hostname namespaces need root");
+        return Ok(());
     }
     let unix_dir = nginx_ketama::harness::local::fresh_prefix()?;
     let caps =
