@@ -256,6 +256,7 @@ fn not_hash(u: &UpstreamConfig, balancer: &str) -> ConfigError {
 fn read(path: &Path, at: Option<&Location>) -> Result<String, ConfigError> {
     let bytes =
         std::fs::read(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), at: at.cloned(), source })?;
+    // NGINX-DIFF: nginx reads configuration bytes as they are; this reader wants UTF-8 text and says so.
     String::from_utf8(bytes).map_err(|e| {
         let line = 1 + e.as_bytes()[..e.utf8_error().valid_up_to()].iter().filter(|&&b| b == b'\n').count();
         ConfigError::Invalid {
@@ -458,7 +459,9 @@ enum Scope {
     Stream,
 }
 
-/// The deepest `include` nesting accepted (nginx has no limit and loops forever on a cycle).
+/// The deepest `include` nesting accepted.
+///
+/// NGINX-DIFF: nginx has no limit (an include cycle exhausts file descriptors); we stop with an error.
 const MAX_INCLUDE_DEPTH: usize = 32;
 
 struct Reader<'o> {
@@ -764,7 +767,9 @@ struct ServerLine {
     location: Location,
 }
 
-/// `ngx_atoi`: ASCII digits only, no sign, no overflow. Values above `u32::MAX` are rejected too.
+/// `ngx_atoi`: ASCII digits only, no sign, no overflow.
+///
+/// NGINX-DIFF: values above `u32::MAX` (accepted by nginx up to its `ngx_int_t` range) are rejected.
 fn ngx_atoi(s: &str) -> Option<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -822,6 +827,8 @@ fn has_wildcard(s: &str) -> bool {
 
 /// Expands a wildcard in the last path component, sorted bytewise like glob(3) in the C locale. No match is
 /// not an error (nginx's include allows that). Hidden files match only a pattern starting with `.`.
+///
+/// NGINX-DIFF: glob(3) also expands wildcards in directory components; we report those as an error.
 fn glob(pattern: &Path, at: &Location) -> Result<Vec<PathBuf>, ConfigError> {
     let dir = pattern.parent().unwrap_or(Path::new("."));
     let file_pattern = pattern.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
