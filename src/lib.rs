@@ -55,6 +55,11 @@ pub mod worker;
 #[cfg(feature = "harness")]
 pub mod harness;
 
+/// Compiles the README's Rust examples as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
 pub use ring::{Point, Ring, RingError};
 pub use server::Server;
 pub use upstream::{List, Method, Peer, PeerId, Route, Upstream, UpstreamBuilder, UpstreamError};

@@ -4,7 +4,7 @@
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use nginx_ketama::config::{Config, LoadOptions};
-use nginx_ketama::{NginxVersion, Status, Upstream, Worker};
+use nginx_ketama::{NginxVersion, Upstream, Worker};
 use std::io::{BufWriter, Read, Write};
 use std::path::PathBuf;
 
@@ -109,21 +109,29 @@ fn route(args: &UpstreamArgs, failed: &[String]) -> Result<i32> {
     for key in keys {
         let outcome = worker.request(key, now, |p| failed.iter().any(|f| f == p.server().as_str() || f == p.name()));
         let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
-        let mut line = serde_json::json!({
-            "key": String::from_utf8_lossy(key),
-            "server": attempts.first(),
-            "fallback": if outcome.round_robin { Some("round-robin") } else { None },
-            "attempts": attempts,
-        });
-        if std::str::from_utf8(key).is_err() {
-            line["key_hex"] = serde_json::Value::String(key.iter().map(|b| format!("{b:02x}")).collect());
-        }
-        debug_assert!(outcome.status != Status::Answered || !attempts.is_empty());
+        let line = RouteLine {
+            key: String::from_utf8_lossy(key),
+            key_hex: std::str::from_utf8(key).is_err().then(|| key.iter().map(|b| format!("{b:02x}")).collect()),
+            server: attempts.first().copied(),
+            fallback: outcome.round_robin.then_some("round-robin"),
+            attempts,
+        };
         serde_json::to_writer(&mut out, &line)?;
         out.write_all(b"\n")?;
     }
     out.flush()?;
     Ok(0)
+}
+
+/// One line of `route` output, fields in the documented order.
+#[derive(serde::Serialize)]
+struct RouteLine<'a> {
+    key: std::borrow::Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_hex: Option<String>,
+    server: Option<&'a str>,
+    fallback: Option<&'a str>,
+    attempts: Vec<&'a str>,
 }
 
 fn ring(args: &UpstreamArgs) -> Result<i32> {
