@@ -235,6 +235,11 @@ impl Session {
         self.instance.logs()
     }
 
+    /// The front server's address (for load generators).
+    pub fn http_front(&self) -> std::net::SocketAddr {
+        self.instance.http_front()
+    }
+
     /// Where the rendered `nginx.conf` and `hosts` live (local processes only).
     pub fn prefix(&self) -> Option<std::path::PathBuf> {
         self.instance.prefix()
