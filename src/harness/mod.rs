@@ -9,11 +9,15 @@
 //!   every ring arc), sends them pipelined on one connection ([`client`]) and compares them with the
 //!   per-worker simulator; [`stream`] does the same for the stream module.
 //! * [`sweep`] runs many topologies per version; [`cli`] is `nginx-ketama verify`.
+//! * [`catalog`] names the golden-vector cases; [`golden`] records them from nginx and derives the
+//!   snapshots, the fixtures in `vectors/v1/` and the offline replay.
 
 pub mod backend;
+pub mod catalog;
 pub mod cli;
 pub mod client;
 pub mod forge;
+pub mod golden;
 pub mod install;
 pub mod local;
 pub mod parity;
