@@ -476,7 +476,12 @@ pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run
 /// See [`record_run`].
 pub fn record_case(installs: &[Installation], case: &Case, date: &str) -> Result<Record> {
     let runs = installs.iter().map(|i| record_run(i, case, date)).collect::<Result<Vec<_>>>()?;
-    Ok(Record {
+    Ok(Record { runs, ..skeleton(case) })
+}
+
+/// A case's record without any run: everything the catalog alone determines.
+pub fn skeleton(case: &Case) -> Record {
+    Record {
         case: case.name.to_string(),
         description: case.description.to_string(),
         method: method_name(case.topology.method).to_string(),
@@ -495,8 +500,8 @@ pub fn record_case(installs: &[Installation], case: &Case, date: &str) -> Result
                 flags: k.flags.iter().map(|f| f.to_string()).collect(),
             })
             .collect(),
-        runs,
-    })
+        runs: Vec::new(),
+    }
 }
 
 /// Keeps the `recorded` date of runs whose results did not change since `old` (so re-recording an
@@ -684,7 +689,7 @@ pub fn render_snapshot(record: &Record) -> String {
         }
         let server_of = address_map(run);
         let _ = writeln!(s, "tests:");
-        let _ = writeln!(s, "  {:>4}  {:<8}  {:<15}  {:<40}  key", "tcId", "crc32", "outcome", "attempts (servers)");
+        let _ = writeln!(s, "  {:>4}  {:<8}  {:<15}  {:<40}  key", "#", "crc32", "outcome", "attempts (servers)");
         for (i, (k, r)) in record.keys.iter().zip(&run.results).enumerate() {
             let bytes = k.bytes();
             let (attempts, outcome) = r.attempts();

@@ -1,0 +1,227 @@
+//! Offline golden vectors (no nginx needed): the library must reproduce every response nginx gave when
+//! `scripts/record-vectors` recorded the catalog (`vectors/records/*.json`, the single source of truth),
+//! the readable snapshots in `snapshots/` must match those records, and no snapshot may be stale.
+//!
+//! A hand-edited record fails `library_reproduces_every_recorded_vector` (and the snapshot check); a
+//! mutated model fails too — `mutated_models_are_caught` runs the same comparison against deliberately
+//! broken rings and requires failures exactly on the collision and ring-edge vectors.
+
+use nginx_ketama::harness::catalog::{catalog, point_chain};
+use nginx_ketama::harness::golden::{
+    LibraryReplayer, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay, snapshot_name,
+};
+use nginx_ketama::harness::parity::Model;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn records() -> Vec<Record> {
+    let r = load_records(&records_dir()).expect("vectors/records is readable");
+    assert!(!r.is_empty(), "no records in vectors/records — run scripts/record-vectors");
+    r
+}
+
+fn settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"));
+    s.set_prepend_module_to_snapshot(false);
+    s.set_omit_expression(true);
+    s
+}
+
+#[test]
+fn library_reproduces_every_recorded_vector() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let mut per_version: std::collections::BTreeMap<String, usize> = Default::default();
+    for record in &records() {
+        for run in &record.runs {
+            let replayer = LibraryReplayer::new(record, run).expect("the library accepts every recorded upstream");
+            failures.extend(replay(record, run, &replayer));
+            checked += record.keys.len();
+            *per_version.entry(run.nginx.clone()).or_default() += record.keys.len();
+        }
+    }
+    eprintln!("golden: {checked} recorded requests replayed ({per_version:?}), {} differ", failures.len());
+    if !failures.is_empty() {
+        let shown: Vec<String> = failures.iter().take(20).map(|f| format!("  {f}")).collect();
+        panic!("{} recorded vectors differ from the library:\n{}", failures.len(), shown.join("\n"));
+    }
+}
+
+#[test]
+fn snapshots_match_records() {
+    let records = records();
+    settings().bind(|| {
+        for record in &records {
+            insta::assert_snapshot!(snapshot_name(&record.case), render_snapshot(record));
+        }
+    });
+}
+
+/// The records describe the current catalog: same keys, upstream, flags and description. A catalog edit
+/// without re-recording fails here.
+#[test]
+fn records_are_current_with_the_catalog() {
+    let records = records();
+    let cases = catalog();
+    let recorded: BTreeSet<&str> = records.iter().map(|r| r.case.as_str()).collect();
+    let defined: BTreeSet<&str> = cases.iter().map(|c| c.name).collect();
+    assert_eq!(recorded, defined, "records and catalog name different cases: run scripts/record-vectors");
+    for case in &cases {
+        let record = records.iter().find(|r| r.case == case.name).expect("checked above");
+        let fresh = nginx_ketama::harness::golden::skeleton(case);
+        assert_eq!(
+            Record { runs: Vec::new(), ..record.clone() },
+            fresh,
+            "{}: re-run scripts/record-vectors",
+            case.name
+        );
+        let versions: Vec<&str> = record.runs.iter().map(|r| r.nginx.as_str()).collect();
+        assert_eq!(versions, ["1.22.1", "1.26.3", "1.30.6"], "{}: recorded versions", case.name);
+        for run in &record.runs {
+            assert_eq!(run.results.len(), record.keys.len(), "{} on {}", case.name, run.nginx);
+        }
+    }
+}
+
+/// Every `snapshots/*.snap` must be produced by some test: catalog snapshots by this file (one per record),
+/// any other snapshot by the test file named in its `source:` header, which must mention its name.
+/// Pending `.snap.new` files are rejected too.
+#[test]
+fn no_stale_snapshots() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("snapshots");
+    let expected: BTreeSet<String> = records().iter().map(|r| format!("{}.snap", snapshot_name(&r.case))).collect();
+    let mut stale = Vec::new();
+    let mut seen = BTreeSet::new();
+    for entry in std::fs::read_dir(&dir).expect("snapshots/ exists") {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".snap.new") || name.ends_with(".pending-snap") {
+            stale.push(format!("{name}: pending snapshot (review or delete it)"));
+            continue;
+        }
+        if !name.ends_with(".snap") {
+            continue;
+        }
+        seen.insert(name.clone());
+        if name.starts_with("catalog__") {
+            if !expected.contains(&name) {
+                stale.push(format!("{name}: no record produces it"));
+            }
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let source = text.lines().find_map(|l| l.strip_prefix("source: ")).map(str::trim);
+        let stem = name.trim_end_matches(".snap");
+        let short = stem.rsplit("__").next().unwrap_or(stem);
+        match source {
+            Some(src) => match std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(src)) {
+                Ok(code) if code.contains(short) || code.contains(stem) => {}
+                Ok(_) => stale.push(format!("{name}: {src} no longer mentions {short:?}")),
+                Err(_) => stale.push(format!("{name}: its source {src} does not exist")),
+            },
+            None => stale.push(format!("{name}: no source header")),
+        }
+    }
+    for e in &expected {
+        if !seen.contains(e) {
+            stale.push(format!("{e}: missing (run INSTA_UPDATE=always cargo test --test golden)"));
+        }
+    }
+    assert!(stale.is_empty(), "stale snapshot files:\n  {}", stale.join("\n  "));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Mutation check: a ring that differs from nginx in one rule must fail the comparison, exactly where the
+// vectors were designed to catch it.
+
+/// A deliberately simple consistent-hash model: happy path only (first point's server, first peer with
+/// that server string), with two switchable mistakes.
+struct NaiveRing {
+    /// `(hash, server)`, sorted stably by hash and deduplicated.
+    points: Vec<(u32, String)>,
+    peers: Vec<(String, String)>,
+    strict_lookup: bool,
+}
+
+impl NaiveRing {
+    fn new(run: &Run, keep_last_duplicate: bool, strict_lookup: bool) -> NaiveRing {
+        let mut points: Vec<(u32, String)> = Vec::new();
+        for p in run.peers.iter().filter(|p| !p.backup) {
+            for h in point_chain(&p.server, 160 * p.weight as usize) {
+                points.push((h, p.server.clone()));
+            }
+        }
+        points.sort_by_key(|p| p.0);
+        let mut dedup: Vec<(u32, String)> = Vec::new();
+        for p in points {
+            match dedup.last_mut() {
+                Some(last) if last.0 == p.0 => {
+                    if keep_last_duplicate {
+                        *last = p;
+                    }
+                }
+                _ => dedup.push(p),
+            }
+        }
+        let peers = run.peers.iter().filter(|p| !p.backup).map(|p| (p.server.clone(), p.address.clone())).collect();
+        NaiveRing { points: dedup, peers, strict_lookup }
+    }
+}
+
+impl Model for &NaiveRing {
+    fn expect(&mut self, key: &[u8]) -> (u16, String) {
+        let h = crc32fast::hash(key);
+        let i = if self.strict_lookup {
+            self.points.partition_point(|p| p.0 <= h)
+        } else {
+            self.points.partition_point(|p| p.0 < h)
+        };
+        let server = &self.points[i % self.points.len()].1;
+        let addr = &self.peers.iter().find(|(s, _)| s == server).expect("a peer").1;
+        (200, addr.clone())
+    }
+}
+
+impl Replayer for NaiveRing {
+    fn fresh(&self) -> Box<dyn Model + '_> {
+        Box::new(self)
+    }
+}
+
+/// Failing keys (1-based positions and their flags) of `case` replayed on `model(run)`, per run.
+fn failing(records: &[Record], case: &str, model: impl Fn(&Run) -> NaiveRing) -> Vec<(usize, Vec<String>)> {
+    let record = records.iter().find(|r| r.case == case).unwrap_or_else(|| panic!("record {case}"));
+    let mut out = Vec::new();
+    for run in &record.runs {
+        for f in replay(record, run, &model(run)) {
+            out.push((f.position, f.flags));
+        }
+    }
+    out
+}
+
+#[test]
+fn mutated_models_are_caught() {
+    let records = records();
+    let collision_cases =
+        ["collision-order-ab", "collision-order-ba", "collision-spec-order-ab", "collision-spec-order-ba"];
+    // Control: the naive ring with nginx's rules reproduces these healthy-upstream cases completely, so
+    // every failure below is caused by the mutation alone.
+    for case in collision_cases.iter().chain(&["ring-edges"]) {
+        assert_eq!(failing(&records, case, |r| NaiveRing::new(r, false, false)), vec![], "control on {case}");
+    }
+    // Mutation 1: dedup keeps the last point of a run of equal hashes.
+    for case in collision_cases {
+        let f = failing(&records, case, |r| NaiveRing::new(r, true, false));
+        assert!(!f.is_empty(), "keep-last dedup must fail on {case}");
+        assert!(f.iter().all(|(_, flags)| flags.iter().any(|x| x == "Collision")), "{case}: {f:?}");
+    }
+    // Mutation 2: lookup takes the first point strictly above the key's hash.
+    let f = failing(&records, "ring-edges", |r| NaiveRing::new(r, false, true));
+    let record = records.iter().find(|r| r.case == "ring-edges").unwrap();
+    let on_point = record.keys.iter().filter(|k| k.flags.iter().any(|x| x == "OnPoint")).count();
+    // An on-point key is caught unless the next point belongs to the same server (then both rules agree).
+    assert!(f.len() * 2 > on_point * record.runs.len(), "most on-point keys must fail: {f:?}");
+    assert!(f.iter().all(|(_, flags)| flags.iter().any(|x| x == "OnPoint")));
+}
