@@ -21,11 +21,11 @@ pub struct VerifyArgs {
     #[arg(long, value_delimiter = ',')]
     pub versions: Vec<NginxVersion>,
     /// Random topologies per version.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = 14)]
     pub topologies: usize,
     /// Random keys per topology (plus 2% empty keys and, for consistent upstreams, two forged keys per
     /// ring point).
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 3000)]
     pub keys: usize,
     /// Master seed (a mismatch report names it).
     #[arg(long, default_value_t = 2026)]
@@ -121,6 +121,19 @@ pub fn verify(args: VerifyArgs) -> Result<i32> {
             Event::Done(0) => {}
             Event::Done(n) => bar.println(format!("  {n} mismatches")),
         })?;
+        let mut report = report;
+        // Containers hide the client's source port; check the stream module with the local build instead.
+        if let (Backend::Docker { version, .. }, true) =
+            (backend, options.stream_sessions > 0 && options.only.is_none())
+        {
+            let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
+            if let Some(install) = Installation::discover(&root).into_iter().find(|i| i.version == *version) {
+                bar.set_message(format!("stream module, local nginx {version}"));
+                let (sessions, findings) = super::sweep::stream_check(&Backend::Local(install), &options)?;
+                report.stream_sessions = sessions;
+                report.findings.extend(findings);
+            }
+        }
         reports.push(report);
     }
     bar.finish_and_clear();

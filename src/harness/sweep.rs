@@ -233,7 +233,11 @@ pub fn sweep_backend(
 
 /// One stream topology (IPv4 and unix spellings, since stream `server` lines need ports) checked with
 /// client-chosen source ports.
-fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize, Vec<Finding>)> {
+///
+/// # Errors
+///
+/// nginx failing to start or the stream log not appearing.
+pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize, Vec<Finding>)> {
     let unix_dir = super::local::fresh_prefix()?.display().to_string();
     let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: Some(unix_dir.clone()) };
     let seed = topology_seed(options.seed, usize::MAX / 2);
