@@ -466,6 +466,28 @@ mod tests {
         }
     }
 
+    /// Spec §11 E: weights, IPv6 and `UNIX:` spellings, recorded from nginx.
+    #[test]
+    fn spec_vector_e_weights_and_spellings() {
+        let up = Upstream::builder(Method::Consistent)
+            .peer(Peer::new("127.0.0.1:9001").weight(3))
+            .peer(Peer::new("127.0.0.1:9002"))
+            .peer(Peer::new("[::1]:9101").weight(2))
+            .peer(Peer::new("UNIX:/tmp/ngxrun/b.sock"))
+            .build()
+            .unwrap();
+        let want = [
+            ("k0", "[::1]:9101"),
+            ("k1", "127.0.0.1:9001"),
+            ("k2", "127.0.0.1:9002"),
+            ("k3", "[::1]:9101"),
+            ("k9", "UNIX:/tmp/ngxrun/b.sock"),
+        ];
+        for (key, server) in want {
+            assert_eq!(up.route(key.as_bytes()), Route::Server(&Server::new(server)), "{key}");
+        }
+    }
+
     #[test]
     fn names_follow_nginx_printing() {
         assert_eq!(Peer::new("127.0.0.1:080").name(), "127.0.0.1:80");

@@ -49,8 +49,18 @@ fn print_reports(title: &str, reports: &[VersionReport]) {
     }
 }
 
-fn assert_clean(reports: &[VersionReport]) {
+fn assert_clean(reports: &[VersionReport], options: &SweepOptions) {
     for r in reports {
+        if let Some(f) = r.findings.first() {
+            eprintln!(
+                "repro: cargo run --release --features cli -- verify --backend {} --versions {} --seed {} --keys {} --only {}",
+                r.backend.split_whitespace().next().unwrap_or("local"),
+                r.version,
+                options.seed,
+                options.keys,
+                f.topology
+            );
+        }
         for f in r.findings.iter().take(10) {
             eprintln!(
                 "MISMATCH nginx {} topology {} (seed {}): key {} expected {:?}, nginx {:?}\n{}",
@@ -85,7 +95,7 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
         reports.push(sweep_backend(&Backend::Local(install.clone()), &options, &mut |_| {})?);
     }
     print_reports("random topologies, local nginx", &reports);
-    assert_clean(&reports);
+    assert_clean(&reports, &options);
     let versions: BTreeSet<String> = reports.iter().map(|r| r.version.clone()).collect();
     for v in ["1.22.1", "1.26.3", "1.30.6"] {
         if !versions.contains(v) {
@@ -122,7 +132,7 @@ fn testcontainers_backend_matches_nginx() -> Result<()> {
     let options = SweepOptions { seed: 11, topologies: 4, keys: 1000, ..SweepOptions::default() };
     let report = sweep_backend(&backend, &options, &mut |_| {})?;
     print_reports("random topologies through testcontainers", std::slice::from_ref(&report));
-    assert_clean(std::slice::from_ref(&report));
+    assert_clean(std::slice::from_ref(&report), &options);
     assert!(report.requests >= 4000 && report.topologies == 4);
     let leftovers = std::process::Command::new("docker")
         .args(["ps", "-aq", "--filter", &format!("label=nginx-ketama.owner-pid={}", std::process::id())])
