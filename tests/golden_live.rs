@@ -1,0 +1,51 @@
+//! Live check of the golden vectors: re-records the whole catalog from every provisioned nginx (without
+//! writing any record) and asserts that the result renders to the committed snapshots. An nginx upgrade that
+//! changes any routing decision therefore shows up as an insta diff (`cargo insta review`), to be accepted
+//! with `scripts/record-vectors`.
+//!
+//! Without provisioned nginx this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
+
+use nginx_ketama::harness::catalog::catalog;
+use nginx_ketama::harness::golden::{lock_catalog, record_case, render_snapshot, snapshot_name, utc_today};
+use nginx_ketama::harness::install::Installation;
+
+#[test]
+fn live_nginx_still_produces_the_snapshots() {
+    let root = Installation::default_root();
+    let installs = Installation::discover(&root);
+    if installs.is_empty() {
+        let why = format!("no nginx under {} — run scripts/provision-nginx", root.display());
+        assert!(!required(), "NGINX_PARITY=require but {why}");
+        eprintln!("SKIP: golden_live: {why} (set NGINX_PARITY=require to make this a failure)");
+        return;
+    }
+    let _lock = lock_catalog().expect("catalog lock");
+    let date = utc_today();
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"));
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    let mut requests = 0;
+    let cases = catalog();
+    // Record everything first (nginx processes end with each case), then compare.
+    let records: Vec<_> = cases
+        .iter()
+        .map(|case| record_case(&installs, case, &date).unwrap_or_else(|e| panic!("recording {}: {e:#}", case.name)))
+        .collect();
+    settings.bind(|| {
+        for record in &records {
+            requests += record.keys.len() * record.runs.len();
+            insta::assert_snapshot!(snapshot_name(&record.case), render_snapshot(record));
+        }
+    });
+    let versions: Vec<String> = installs.iter().map(|i| i.version.to_string()).collect();
+    eprintln!(
+        "golden_live: {} cases re-recorded on nginx {} ({requests} requests, stateless cases twice): snapshots unchanged",
+        records.len(),
+        versions.join(", ")
+    );
+}
+
+fn required() -> bool {
+    std::env::var("NGINX_PARITY").is_ok_and(|v| v == "require")
+}

@@ -1,0 +1,254 @@
+//! Lints the language-neutral fixtures in `vectors/v1/`: schema, unique ids, counts, flags, names,
+//! internal consistency, and that the files are exactly what the generator makes from the records.
+
+use nginx_ketama::harness::golden::{generate_vectors, load_records, records_dir, vectors_dir};
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string(vectors_dir().join("schema.json")).expect("vectors/v1/schema.json");
+    serde_json::from_str(&text).expect("schema.json is JSON")
+}
+
+/// The fixture files (everything in vectors/v1 except the schema), by file name.
+fn fixture_files() -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(vectors_dir()).expect("vectors/v1 exists") {
+        let path = e.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name != "schema.json" {
+            out.insert(name, std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    assert!(!out.is_empty(), "no fixtures in vectors/v1");
+    out
+}
+
+/// A small JSON Schema (draft-07 subset) validator: `$ref` to `#/definitions/*`, `type`, `const`, `enum`,
+/// `properties`, `required`, `additionalProperties` (false or a schema), `items`, `minItems`, `minimum` and
+/// `pattern` for the few anchored patterns the schema uses. Unknown keywords fail, so the schema cannot
+/// silently grow beyond what is checked.
+fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
+    let Some(obj) = schema.as_object() else {
+        errors.push(format!("{path}: schema is not an object"));
+        return;
+    };
+    if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
+        let name = r.strip_prefix("#/definitions/").expect("local refs only");
+        validate(root, &root["definitions"][name], v, path, errors);
+        return;
+    }
+    for (k, s) in obj {
+        match k.as_str() {
+            "$schema" | "$id" | "title" | "description" | "definitions" => {}
+            "type" => {
+                let types: Vec<&str> = match s {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => panic!("bad type keyword"),
+                };
+                let ok = types.iter().any(|t| match *t {
+                    "object" => v.is_object(),
+                    "array" => v.is_array(),
+                    "string" => v.is_string(),
+                    "integer" => v.is_i64() || v.is_u64(),
+                    "boolean" => v.is_boolean(),
+                    "null" => v.is_null(),
+                    other => panic!("unsupported type {other}"),
+                });
+                if !ok {
+                    errors.push(format!("{path}: expected {types:?}, got {v}"));
+                }
+            }
+            "const" => {
+                if v != s {
+                    errors.push(format!("{path}: expected {s}, got {v}"));
+                }
+            }
+            "enum" => {
+                if !s.as_array().unwrap().contains(v) {
+                    errors.push(format!("{path}: {v} not in {s}"));
+                }
+            }
+            "minimum" => {
+                if v.as_i64().is_some_and(|n| n < s.as_i64().unwrap()) {
+                    errors.push(format!("{path}: {v} < {s}"));
+                }
+            }
+            "minItems" => {
+                if v.as_array().is_some_and(|a| (a.len() as u64) < s.as_u64().unwrap()) {
+                    errors.push(format!("{path}: fewer than {s} items"));
+                }
+            }
+            "pattern" => {
+                if let Some(text) = v.as_str()
+                    && !matches_pattern(s.as_str().unwrap(), text)
+                {
+                    errors.push(format!("{path}: {text:?} does not match {s}"));
+                }
+            }
+            "items" => {
+                for (i, item) in v.as_array().into_iter().flatten().enumerate() {
+                    validate(root, s, item, &format!("{path}[{i}]"), errors);
+                }
+            }
+            "required" => {
+                if let Some(o) = v.as_object() {
+                    for r in s.as_array().unwrap() {
+                        if !o.contains_key(r.as_str().unwrap()) {
+                            errors.push(format!("{path}: missing {r}"));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let Some(o) = v.as_object() {
+                    for (name, sub) in s.as_object().unwrap() {
+                        if let Some(x) = o.get(name) {
+                            validate(root, sub, x, &format!("{path}.{name}"), errors);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                let props = obj.get("properties").and_then(Value::as_object);
+                if let Some(o) = v.as_object() {
+                    for (name, x) in o {
+                        if props.is_some_and(|p| p.contains_key(name)) {
+                            continue;
+                        }
+                        match s {
+                            Value::Bool(false) => errors.push(format!("{path}: unexpected property {name}")),
+                            Value::Bool(true) => {}
+                            sub => validate(root, sub, x, &format!("{path}.{name}"), errors),
+                        }
+                    }
+                }
+            }
+            other => panic!("schema keyword {other} is not supported by this validator"),
+        }
+    }
+}
+
+/// The anchored patterns schema.json uses.
+fn matches_pattern(pattern: &str, s: &str) -> bool {
+    let hex = |c: char| c.is_ascii_digit() || ('a'..='f').contains(&c);
+    let digits = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_digit());
+    match pattern {
+        "^[0-9a-f]{8}$" => s.len() == 8 && s.chars().all(hex),
+        "^([0-9a-f]{2})*$" => s.len() % 2 == 0 && s.chars().all(hex),
+        "^[0-9]+\\.[0-9]+\\.[0-9]+$" => {
+            let parts: Vec<&str> = s.split('.').collect();
+            parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        }
+        "^[0-9]{4}-[0-9]{2}-[0-9]{2}$" => {
+            let parts: Vec<&str> = s.split('-').collect();
+            parts.len() == 3 && digits(parts[0], 4) && digits(parts[1], 2) && digits(parts[2], 2)
+        }
+        other => panic!("pattern {other} is not supported by this validator"),
+    }
+}
+
+#[test]
+fn fixtures_validate_against_the_schema() {
+    let schema = schema();
+    for (name, text) in fixture_files() {
+        let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut errors = Vec::new();
+        validate(&schema, &schema, &v, &name, &mut errors);
+        assert!(errors.is_empty(), "{name} does not match schema.json:\n  {}", errors.join("\n  "));
+    }
+}
+
+#[test]
+fn validator_rejects_bad_documents() {
+    let schema = schema();
+    let good: Value = serde_json::from_str(fixture_files().values().next().unwrap()).unwrap();
+    let mut bad = good.clone();
+    bad["testGroups"][0]["tests"][0]["extra"] = Value::Bool(true);
+    bad["testGroups"][0]["peers"][0].as_object_mut().unwrap().remove("refuses");
+    bad["testGroups"][0]["tests"][0]["crc32"] = Value::String("XYZ".into());
+    bad["formatVersion"] = Value::from(2);
+    let mut errors = Vec::new();
+    validate(&schema, &schema, &bad, "bad", &mut errors);
+    assert_eq!(errors.len(), 4, "{errors:#?}");
+}
+
+#[test]
+fn ids_counts_flags_and_names() {
+    let mut all_groups = BTreeSet::new();
+    for (name, text) in fixture_files() {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let groups = v["testGroups"].as_array().unwrap();
+        let mut ids = BTreeSet::new();
+        let mut used = BTreeSet::new();
+        let mut count = 0;
+        for g in groups {
+            let gname = g["name"].as_str().unwrap();
+            assert!(all_groups.insert(gname.to_string()), "{name}: group name {gname} is not unique");
+            let desc = g["description"].as_str().unwrap();
+            assert!(!desc.contains("UNEXPLAINED"), "{name}: {gname}: {desc}");
+            let src = &g["source"];
+            let n = src["versions"].as_array().unwrap().len();
+            assert_eq!(src["packages"].as_array().unwrap().len(), n, "{gname}: one package per version");
+            assert_eq!(src["libc"].as_array().unwrap().len(), n, "{gname}: one libc per version");
+            let peers = g["peers"].as_array().unwrap();
+            let server_of: BTreeMap<&str, &str> =
+                peers.iter().map(|p| (p["address"].as_str().unwrap(), p["server"].as_str().unwrap())).collect();
+            for t in g["tests"].as_array().unwrap() {
+                count += 1;
+                let id = t["tcId"].as_u64().unwrap();
+                assert!(ids.insert(id), "{name}: tcId {id} is not unique");
+                for f in t["flags"].as_array().unwrap() {
+                    used.insert(f.as_str().unwrap().to_string());
+                }
+                let key = hex(t["keyHex"].as_str().unwrap());
+                assert_eq!(t["crc32"].as_str().unwrap(), format!("{:08x}", crc32fast::hash(&key)), "{name} {id}");
+                match std::str::from_utf8(&key) {
+                    Ok(s) => assert_eq!(t["key"].as_str(), Some(s), "{name} {id}: key/keyHex"),
+                    Err(_) => assert!(t["key"].is_null(), "{name} {id}: non-UTF-8 key must be null"),
+                }
+                let attempts: Vec<&str> =
+                    t["attempts"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+                let servers: Vec<&str> = t["servers"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+                let mapped: Vec<&str> =
+                    attempts.iter().map(|a| *server_of.get(a).expect("attempt is a peer")).collect();
+                assert_eq!(servers, mapped, "{name} {id}: servers must be the attempts' server strings");
+                let (outcome, status) = (t["outcome"].as_str().unwrap(), t["status"].as_u64().unwrap());
+                assert_eq!(outcome == "answered", status == 200, "{name} {id}: outcome {outcome} with {status}");
+                assert!(outcome == "noLiveUpstreams" || !attempts.is_empty(), "{name} {id}");
+            }
+        }
+        assert_eq!(v["numberOfTests"].as_u64().unwrap(), count, "{name}: numberOfTests");
+        let defined: BTreeSet<String> = v["notes"].as_object().unwrap().keys().cloned().collect();
+        let undefined: Vec<&String> = used.difference(&defined).collect();
+        let unused: Vec<&String> = defined.difference(&used).collect();
+        assert!(undefined.is_empty(), "{name}: flags used but not defined in notes: {undefined:?}");
+        assert!(unused.is_empty(), "{name}: flags defined in notes but never used: {unused:?}");
+    }
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
+}
+
+/// vectors/v1 is generated: regenerating from the unchanged records must give byte-identical files, and no
+/// other file may sit next to them. (`scripts/record-vectors --offline` rewrites them.)
+#[test]
+fn fixtures_are_exactly_what_the_records_generate() {
+    let records = load_records(&records_dir()).unwrap();
+    let generated = generate_vectors(&records);
+    let on_disk = fixture_files();
+    let names_gen: Vec<&String> = generated.keys().collect();
+    let names_disk: Vec<&String> = on_disk.keys().collect();
+    assert_eq!(names_disk, names_gen, "vectors/v1 holds other files than the generator makes");
+    for (name, text) in &generated {
+        assert!(
+            on_disk[name] == *text,
+            "vectors/v1/{name} differs from what vectors/records generates: never edit it by hand; run \
+             scripts/record-vectors --offline"
+        );
+    }
+    // Generating twice is deterministic.
+    assert_eq!(generate_vectors(&records), generated);
+}
