@@ -136,7 +136,7 @@ fn matches_pattern(pattern: &str, s: &str) -> bool {
     let digits = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_digit());
     match pattern {
         "^[0-9a-f]{8}$" => s.len() == 8 && s.chars().all(hex),
-        "^([0-9a-f]{2})*$" => s.len() % 2 == 0 && s.chars().all(hex),
+        "^([0-9a-f]{2})*$" => s.len().is_multiple_of(2) && s.chars().all(hex),
         "^[0-9]+\\.[0-9]+\\.[0-9]+$" => {
             let parts: Vec<&str> = s.split('.').collect();
             parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
