@@ -3,18 +3,27 @@
 //!
 //! Run with `cargo bench --bench harness` (needs `scripts/provision-nginx` and the `wrk` package).
 
+use nginx_ketama::Method;
 use nginx_ketama::harness::backend::Backend;
 use nginx_ketama::harness::install::Installation;
 use nginx_ketama::harness::parity::{self, LibraryModel, PlanOptions};
 use nginx_ketama::harness::topology::{Endpoint, Listen, ServerLine, Spelling, Topology};
-use nginx_ketama::Method;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Instant;
 
 fn wrk(front: SocketAddr, threads: u32, connections: u32) -> Option<f64> {
     let out = Command::new("wrk")
-        .args(["-t", &threads.to_string(), "-c", &connections.to_string(), "-d", "5s", "-H", "X-Key: /abc/object-12345"])
+        .args([
+            "-t",
+            &threads.to_string(),
+            "-c",
+            &connections.to_string(),
+            "-d",
+            "5s",
+            "-H",
+            "X-Key: /abc/object-12345",
+        ])
         .arg(format!("http://{front}/"))
         .output()
         .ok()?;
