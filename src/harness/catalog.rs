@@ -477,6 +477,27 @@ pub fn catalog() -> Vec<Case> {
         versions_differ: None,
     });
 
+    let t = topo(
+        Method::Consistent,
+        vec![
+            line("127.0.17.1:9001").accounting().dead(),
+            line("127.0.17.2:9001").accounting().dead(),
+            line("127.0.17.3:9001").down(),
+        ],
+    );
+    let mut keys = sample_keys("ad-", 26, 8);
+    keys.push(flagged("", "empty key", &["EmptyKey"]));
+    cases.push(Case {
+        name: "all-dead-then-none-left",
+        description: "Every server refuses or is down (max_fails=1): the first request tries both live-looking \
+                      servers and fails (502); after that none is usable and nginx reports no live upstreams.",
+        topology: t,
+        keys,
+        stateful: true,
+        flags: vec!["DeadServers", "Down", "FailureAccounting"],
+        versions_differ: None,
+    });
+
     // --- round-robin state ----------------------------------------------------------------------------
     let t = topo(
         Method::Consistent,
@@ -767,6 +788,18 @@ pub fn catalog() -> Vec<Case> {
         keys,
         stateful: true,
         flags: vec!["Backup", "DeadServers"],
+        versions_differ: None,
+    });
+
+    let t = topo(Method::Plain, (1..=3).map(|i| line(&format!("127.0.36.{i}:9001")).dead()).collect());
+    cases.push(Case {
+        name: "plain-all-dead",
+        description: "Plain `hash`, every server refuses (max_fails=0): each request tries all three in rehash \
+                      order, then fails with 502.",
+        topology: t,
+        keys: sample_keys("pd-", 27, 12),
+        stateful: false,
+        flags: vec!["DeadServers"],
         versions_differ: None,
     });
 
