@@ -218,7 +218,7 @@ impl Ring {
     ///
     /// How: the top bits of `hash` pick a bucket, and `lo = index[bucket]` is the first point at or above
     /// the bucket's start, so the answer is `lo` or after it. Only points of this bucket can be `< hash`
-    /// (later buckets start above it, the padding is `u32::MAX`), so if the last of the [`WINDOW`] hashes
+    /// (later buckets start above it, the padding is `u32::MAX`), so if the last of the `WINDOW` (8) hashes
     /// from `lo` on is `>= hash`, the answer is in the window, found by a branch-free binary search;
     /// otherwise the bucket is longer than the window and the rest of it is searched.
     #[inline]

@@ -134,8 +134,10 @@ impl LocalNginx {
         Ok(nginx)
     }
 
-    /// Polls the HTTP front (never the stream front: a probe there would be a session that shifts the
-    /// stream upstream's state) until it accepts, nginx exits, or 15 s pass.
+    /// Waits until nginx has started its worker (it logs `start worker process`, which it does only after
+    /// every listener is bound — a busy port makes it retry for seconds and then exit) and its HTTP front
+    /// accepts (never the stream front: a probe there would be a session that shifts the stream upstream's
+    /// state), or until nginx exits, or 15 s pass.
     fn wait_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut pending = vec![self.http_front];
@@ -148,8 +150,11 @@ impl LocalNginx {
                 }
                 bail!("nginx exited during startup:\n{}", self.stderr());
             }
-            pending.retain(|a| TcpStream::connect_timeout(a, Duration::from_millis(200)).is_err());
-            if pending.is_empty() {
+            let started = self.stderr().contains("start worker process");
+            if started {
+                pending.retain(|a| TcpStream::connect_timeout(a, Duration::from_millis(200)).is_err());
+            }
+            if started && pending.is_empty() {
                 return Ok(());
             }
             if Instant::now() > deadline {

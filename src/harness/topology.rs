@@ -142,8 +142,8 @@ pub struct Topology {
 pub const UPSTREAM: &str = "parity";
 
 impl Topology {
-    /// A reproducible random topology. Listening ports are not checked for availability here; see
-    /// [`Topology::endpoints`] and the backends.
+    /// A reproducible random topology. Listening ports are not checked for availability here: addresses
+    /// are random in 127/8, so collisions with other listeners are unlikely, and nginx reports any.
     pub fn random(seed: u64, options: &TopologyOptions, caps: &Capabilities) -> Topology {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let method =
@@ -280,8 +280,10 @@ impl Topology {
     pub fn set_resolution(&mut self, resolve: impl Fn(&str) -> Vec<IpAddr>) {
         for line in &mut self.lines {
             if matches!(line.spelling, Spelling::Hostname | Spelling::HostnameTwoAddresses) {
-                let (name, port) = line.server.rsplit_once(':').expect("hostname lines have ports");
-                let port: u16 = port.parse().expect("numeric port");
+                let (name, port) = match line.server.rsplit_once(':') {
+                    Some((name, port)) => (name, port.parse().unwrap_or(80)),
+                    None => (line.server.as_str(), 80),
+                };
                 line.endpoints = resolve(name)
                     .into_iter()
                     .map(|ip| Endpoint {
