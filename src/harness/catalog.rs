@@ -498,6 +498,48 @@ pub fn catalog() -> Vec<Case> {
         versions_differ: None,
     });
 
+    let t = topo(
+        Method::Consistent,
+        vec![
+            line("127.0.27.1:9001").dead(),
+            line("127.0.27.2:9001").down(),
+            line("127.0.27.3:9001").dead(),
+            line("127.0.27.4:9001").down(),
+            line("127.0.27.5:9001").dead(),
+            line("127.0.27.6:9001").down(),
+        ],
+    );
+    cases.push(Case {
+        name: "retry-budget-skips-down",
+        description: "Three refusing and three down servers: the retry budget counts only non-down peers (since \
+                      1.19.6), so each request tries the three refusing servers and fails with a 502.",
+        topology: t,
+        keys: sample_keys("rb-", 27, 10),
+        stateful: false,
+        flags: vec!["DeadServers", "Down"],
+        versions_differ: None,
+    });
+
+    let mut heavy = line("127.0.28.1:9001").weight(4).dead();
+    heavy.max_fails = 2;
+    heavy.fail_timeout = 3600;
+    let t = topo(Method::Consistent, vec![heavy, line("127.0.28.2:9001").weight(4), line("127.0.28.3:9001")]);
+    let mut keys = Vec::new();
+    for _ in 0..24 {
+        keys.push(flagged("", "empty key", &["EmptyKey"]));
+    }
+    cases.push(Case {
+        name: "failure-accounting-weights",
+        description: "Round-robin with a refusing weight-4 server (max_fails=2): each failure lowers its \
+                      effective weight by weight/max_fails, it recovers by 1 per pass, and after two failures it \
+                      is out for fail_timeout.",
+        topology: t,
+        keys,
+        stateful: true,
+        flags: vec!["DeadServers", "FailureAccounting", "Weighted"],
+        versions_differ: None,
+    });
+
     // --- round-robin state ----------------------------------------------------------------------------
     let t = topo(
         Method::Consistent,
