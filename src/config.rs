@@ -719,11 +719,11 @@ impl Reader<'_> {
         let make = |name: String| {
             Peer::new(line.server.clone())
                 .with_name(name)
-                .weight(line.weight)
-                .max_fails(line.max_fails)
-                .fail_timeout(line.fail_timeout)
-                .max_conns(line.max_conns)
-                .down(line.down)
+                .with_weight(line.weight)
+                .with_max_fails(line.max_fails)
+                .with_fail_timeout(line.fail_timeout)
+                .with_max_conns(line.max_conns)
+                .with_down(line.down)
         };
         let address = Address::parse(line.server.as_str()).expect("checked when the line was read");
         match address {
@@ -911,8 +911,8 @@ mod tests {
         .unwrap();
         let a = c.hash_upstream(Some("a")).unwrap();
         assert_eq!(a.upstream.method(), Method::Consistent);
-        assert_eq!(a.upstream.primary()[0].get_weight(), 3);
-        assert_eq!(a.upstream.primary()[0].get_max_fails(), 0);
+        assert_eq!(a.upstream.primary()[0].weight(), 3);
+        assert_eq!(a.upstream.primary()[0].max_fails(), 0);
         assert_eq!(a.config.location.line, 5);
         let s = c.hash_upstream(Some("s")).unwrap();
         assert_eq!(s.config.context, Context::Stream);
@@ -1033,7 +1033,7 @@ mod tests {
         let c = Config::load(dir.join("nginx.conf"), &LoadOptions { resolve: false, ..Default::default() }).unwrap();
         let names: Vec<&str> = c.upstreams.iter().map(|u| u.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
-        assert_eq!(c.hash_upstream(Some("a")).unwrap().upstream.primary()[0].get_weight(), 2);
+        assert_eq!(c.hash_upstream(Some("a")).unwrap().upstream.primary()[0].weight(), 2);
         std::fs::write(dir.join("conf.d/c.conf"), "upstream c { server a weight=0; }\n").unwrap();
         let no_dns = LoadOptions { resolve: false, ..Default::default() };
         let e = Config::load(dir.join("nginx.conf"), &no_dns).unwrap_err().to_string();

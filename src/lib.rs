@@ -4,9 +4,9 @@
 //! use nginx_ketama::{Method, Peer, Route, Upstream};
 //!
 //! let up = Upstream::builder(Method::Consistent)
-//!     .peer(Peer::new("127.0.0.1:9001").weight(3))
+//!     .peer(Peer::new("127.0.0.1:9001").with_weight(3))
 //!     .peer(Peer::new("127.0.0.1:9002"))
-//!     .peer(Peer::new("[::1]:9101").weight(2))
+//!     .peer(Peer::new("[::1]:9101").with_weight(2))
 //!     .peer(Peer::new("UNIX:/tmp/ngxrun/b.sock"))
 //!     .build()?;
 //! // Recorded from a real nginx (../shared spec §11 E).

@@ -26,10 +26,10 @@ pub enum Method {
 /// ```
 /// use nginx_ketama::Peer;
 ///
-/// let p = Peer::new("127.0.0.1").weight(3).max_fails(0);
+/// let p = Peer::new("127.0.0.1").with_weight(3).with_max_fails(0);
 /// assert_eq!(p.server().as_str(), "127.0.0.1");
 /// assert_eq!(p.name(), "127.0.0.1:80"); // as nginx prints it in $upstream_addr
-/// assert_eq!(p.get_weight(), 3);
+/// assert_eq!(p.weight(), 3);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
@@ -61,31 +61,31 @@ impl Peer {
     }
 
     /// Sets `weight=` (0 is rejected when the upstream is built).
-    pub fn weight(mut self, weight: u32) -> Peer {
+    pub fn with_weight(mut self, weight: u32) -> Peer {
         self.weight = weight;
         self
     }
 
     /// Sets `max_fails=` (0 disables failure accounting).
-    pub fn max_fails(mut self, max_fails: u32) -> Peer {
+    pub fn with_max_fails(mut self, max_fails: u32) -> Peer {
         self.max_fails = max_fails;
         self
     }
 
     /// Sets `fail_timeout=` in seconds.
-    pub fn fail_timeout(mut self, seconds: u64) -> Peer {
+    pub fn with_fail_timeout(mut self, seconds: u64) -> Peer {
         self.fail_timeout = seconds;
         self
     }
 
     /// Sets `max_conns=` (0 = unlimited).
-    pub fn max_conns(mut self, max_conns: u32) -> Peer {
+    pub fn with_max_conns(mut self, max_conns: u32) -> Peer {
         self.max_conns = max_conns;
         self
     }
 
     /// Marks the peer `down` (or sets it back up).
-    pub fn down(mut self, down: bool) -> Peer {
+    pub fn with_down(mut self, down: bool) -> Peer {
         self.down = down;
         self
     }
@@ -101,22 +101,22 @@ impl Peer {
     }
 
     /// The weight.
-    pub fn get_weight(&self) -> u32 {
+    pub fn weight(&self) -> u32 {
         self.weight
     }
 
     /// `max_fails`.
-    pub fn get_max_fails(&self) -> u32 {
+    pub fn max_fails(&self) -> u32 {
         self.max_fails
     }
 
     /// `fail_timeout` in seconds.
-    pub fn get_fail_timeout(&self) -> u64 {
+    pub fn fail_timeout(&self) -> u64 {
         self.fail_timeout
     }
 
     /// `max_conns` (0 = unlimited).
-    pub fn get_max_conns(&self) -> u32 {
+    pub fn max_conns(&self) -> u32 {
         self.max_conns
     }
 
@@ -470,9 +470,9 @@ mod tests {
     #[test]
     fn spec_vector_e_weights_and_spellings() {
         let up = Upstream::builder(Method::Consistent)
-            .peer(Peer::new("127.0.0.1:9001").weight(3))
+            .peer(Peer::new("127.0.0.1:9001").with_weight(3))
             .peer(Peer::new("127.0.0.1:9002"))
-            .peer(Peer::new("[::1]:9101").weight(2))
+            .peer(Peer::new("[::1]:9101").with_weight(2))
             .peer(Peer::new("UNIX:/tmp/ngxrun/b.sock"))
             .build()
             .unwrap();
@@ -505,7 +505,7 @@ mod tests {
     fn build_errors() {
         let e = Upstream::builder(Method::Plain).name("u").build().unwrap_err();
         assert_eq!(e.to_string(), "no servers in upstream \"u\"");
-        let e = Upstream::builder(Method::Plain).peer(Peer::new("a").weight(0)).build().unwrap_err();
+        let e = Upstream::builder(Method::Plain).peer(Peer::new("a").with_weight(0)).build().unwrap_err();
         assert_eq!(e, UpstreamError::ZeroWeight(Server::new("a")));
     }
 
@@ -516,7 +516,7 @@ mod tests {
         // A down server's keys move to the next point's server; nothing else moves.
         let up = five(Method::Consistent);
         let down = Upstream::builder(Method::Consistent)
-            .peers((9001..=9005).map(|p| Peer::new(format!("127.0.0.1:{p}")).down(p == 9003)))
+            .peers((9001..=9005).map(|p| Peer::new(format!("127.0.0.1:{p}")).with_down(p == 9003)))
             .build()
             .unwrap();
         for i in 0..2000 {

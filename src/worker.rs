@@ -51,7 +51,7 @@ impl PeerState {
     fn new(peer: &Peer) -> PeerState {
         PeerState {
             current_weight: 0,
-            effective_weight: i64::from(peer.get_weight()),
+            effective_weight: i64::from(peer.weight()),
             fails: 0,
             accessed: 0,
             checked: 0,
@@ -93,7 +93,7 @@ struct Request<'k> {
 /// // Spec §11 C, recorded from nginx: 9001 and 9002 answer, 9901..9903 refuse connections.
 /// let up = Upstream::builder(Method::Consistent)
 ///     .peers(["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9901", "127.0.0.1:9902", "127.0.0.1:9903"]
-///         .map(|s| Peer::new(s).max_fails(0)))
+///         .map(|s| Peer::new(s).with_max_fails(0)))
 ///     .build()?;
 /// let mut worker = Worker::new(&up);
 /// let out = worker.request(b"k0", 0, |peer| peer.name().contains(":99"));
@@ -242,7 +242,7 @@ impl<'u> Worker<'u> {
         let peers = up.list(req.list);
         loop {
             let sum = req.rehash.next_sum();
-            let p = slot_owner(peers.iter().map(Peer::get_weight), sum).expect("weights are positive");
+            let p = slot_owner(peers.iter().map(Peer::weight), sum).expect("weights are positive");
             let st = &self.states(req.list)[p];
             if !req.tried[p] && usable(&peers[p], st, now) {
                 return Some(p);
@@ -256,7 +256,7 @@ impl<'u> Worker<'u> {
 
     /// Marks a hash-chosen peer as taken (`conns++`, `checked`, the tried bit).
     fn select(&mut self, req: &mut Request<'_>, i: usize, now: u64) {
-        let timeout = self.upstream.list(req.list)[i].get_fail_timeout();
+        let timeout = self.upstream.list(req.list)[i].fail_timeout();
         let st = &mut self.states(req.list)[i];
         st.conns += 1;
         if now.saturating_sub(st.checked) > timeout {
@@ -309,8 +309,8 @@ impl<'u> Worker<'u> {
             st.fails += 1;
             st.accessed = now;
             st.checked = now;
-            if peer.get_max_fails() > 0 {
-                st.effective_weight -= i64::from(peer.get_weight() / peer.get_max_fails());
+            if peer.max_fails() > 0 {
+                st.effective_weight -= i64::from(peer.weight() / peer.max_fails());
             }
             if st.effective_weight < 0 {
                 st.effective_weight = 0;
@@ -339,7 +339,7 @@ fn smooth_wrr(
         }
         st.current_weight += st.effective_weight;
         total += st.effective_weight;
-        if st.effective_weight < i64::from(peer.get_weight()) {
+        if st.effective_weight < i64::from(peer.weight()) {
             st.effective_weight += 1;
         }
         if best.is_none_or(|(_, cw)| st.current_weight > cw) {
@@ -356,17 +356,14 @@ fn usable(peer: &Peer, st: &PeerState, now: u64) -> bool {
     if peer.is_down() {
         return false;
     }
-    if peer.get_max_fails() > 0
-        && st.fails >= peer.get_max_fails()
-        && now.saturating_sub(st.checked) <= peer.get_fail_timeout()
-    {
+    if peer.max_fails() > 0 && st.fails >= peer.max_fails() && now.saturating_sub(st.checked) <= peer.fail_timeout() {
         return false;
     }
     !at_max_conns(peer, st)
 }
 
 fn at_max_conns(peer: &Peer, st: &PeerState) -> bool {
-    peer.get_max_conns() > 0 && st.conns >= peer.get_max_conns()
+    peer.max_conns() > 0 && st.conns >= peer.max_conns()
 }
 
 #[cfg(test)]
@@ -381,7 +378,7 @@ mod tests {
 
     fn upstream(method: Method, servers: &[&str]) -> Upstream {
         Upstream::builder(method)
-            .peers(servers.iter().map(|s| Peer::new(format!("127.0.0.1:{s}")).max_fails(0)))
+            .peers(servers.iter().map(|s| Peer::new(format!("127.0.0.1:{s}")).with_max_fails(0)))
             .build()
             .unwrap()
     }
@@ -433,7 +430,7 @@ mod tests {
     #[test]
     fn empty_key_is_weighted_round_robin_with_state() {
         let up = Upstream::builder(Method::Consistent)
-            .peer(Peer::new("127.0.0.1:1").weight(2))
+            .peer(Peer::new("127.0.0.1:1").with_weight(2))
             .peer(Peer::new("127.0.0.1:2"))
             .build()
             .unwrap();
@@ -470,12 +467,12 @@ mod tests {
         // 25 down servers around two live ones: keys landing in the down region pass 21 empty points.
         let mut b = Upstream::builder(Method::Consistent);
         for i in 0..25 {
-            b = b.peer(Peer::new(format!("10.0.0.{i}:80")).down(true));
+            b = b.peer(Peer::new(format!("10.0.0.{i}:80")).with_down(true));
         }
         let up = b
-            .peer(Peer::new("127.0.0.1:1").max_fails(0))
-            .peer(Peer::new("127.0.0.1:2").max_fails(0))
-            .backup(Peer::new("127.0.0.1:3").max_fails(0))
+            .peer(Peer::new("127.0.0.1:1").with_max_fails(0))
+            .peer(Peer::new("127.0.0.1:2").with_max_fails(0))
+            .backup(Peer::new("127.0.0.1:3").with_max_fails(0))
             .build()
             .unwrap();
         let mut w = Worker::new(&up);
@@ -506,7 +503,7 @@ mod tests {
             assert_eq!(out.status, Status::Failed);
             assert!(out.round_robin);
         }
-        let down = Upstream::builder(Method::Plain).peer(Peer::new("127.0.0.1:1").down(true)).build().unwrap();
+        let down = Upstream::builder(Method::Plain).peer(Peer::new("127.0.0.1:1").with_down(true)).build().unwrap();
         let out = Worker::new(&down).request(b"key", 0, |_| false);
         assert_eq!((out.attempts.len(), out.status), (0, Status::NoLiveUpstreams));
     }
@@ -514,7 +511,7 @@ mod tests {
     #[test]
     fn max_fails_takes_a_peer_out_for_fail_timeout() {
         let up = Upstream::builder(Method::Consistent)
-            .peers((1..=3).map(|p| Peer::new(format!("127.0.0.1:{p}")).fail_timeout(10)))
+            .peers((1..=3).map(|p| Peer::new(format!("127.0.0.1:{p}")).with_fail_timeout(10)))
             .build()
             .unwrap();
         let key = b"some key";
@@ -539,10 +536,10 @@ mod tests {
         let build = |version| {
             Upstream::builder(Method::Plain)
                 .version(version)
-                .peer(Peer::new("127.0.0.1:1").max_fails(0))
-                .backup(Peer::new("127.0.0.1:2").max_fails(0))
-                .backup(Peer::new("127.0.0.1:3").max_fails(0))
-                .backup(Peer::new("127.0.0.1:4").max_fails(0))
+                .peer(Peer::new("127.0.0.1:1").with_max_fails(0))
+                .backup(Peer::new("127.0.0.1:2").with_max_fails(0))
+                .backup(Peer::new("127.0.0.1:3").with_max_fails(0))
+                .backup(Peer::new("127.0.0.1:4").with_max_fails(0))
                 .build()
                 .unwrap()
         };

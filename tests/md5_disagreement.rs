@@ -22,7 +22,7 @@ const NGINX_A: [(&str, &str); 12] = [
 
 fn rates(servers: &[(Server, u32)], keys: usize) -> (f64, f64) {
     let up = Upstream::builder(Method::Consistent)
-        .peers(servers.iter().map(|(s, w)| Peer::new(s.clone()).weight(*w)))
+        .peers(servers.iter().map(|(s, w)| Peer::new(s.clone()).with_weight(*w)))
         .build()
         .unwrap();
     let libketama = LibketamaRing::new(servers.iter().map(|(s, w)| (s, *w)));

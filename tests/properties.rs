@@ -26,7 +26,12 @@ fn random_servers(rng: &mut ChaCha8Rng, n: usize) -> Vec<(String, u32)> {
 
 fn upstream(servers: &[(String, u32)], down: Option<usize>) -> Upstream {
     Upstream::builder(Method::Consistent)
-        .peers(servers.iter().enumerate().map(|(i, (s, w))| Peer::new(s.as_str()).weight(*w).down(Some(i) == down)))
+        .peers(
+            servers
+                .iter()
+                .enumerate()
+                .map(|(i, (s, w))| Peer::new(s.as_str()).with_weight(*w).with_down(Some(i) == down)),
+        )
         .build()
         .unwrap()
 }

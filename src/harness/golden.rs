@@ -970,10 +970,10 @@ impl LibraryReplayer {
         for p in &run.peers {
             let peer = Peer::new(Server::new(p.server.clone()))
                 .with_name(p.address.clone())
-                .weight(p.weight)
-                .down(p.down)
-                .max_fails(p.max_fails)
-                .fail_timeout(p.fail_timeout);
+                .with_weight(p.weight)
+                .with_down(p.down)
+                .with_max_fails(p.max_fails)
+                .with_fail_timeout(p.fail_timeout);
             b = if p.backup { b.backup(peer) } else { b.peer(peer) };
         }
         let refusing = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.clone()).collect();

@@ -345,10 +345,10 @@ impl Topology {
             for ep in &line.endpoints {
                 let peer = Peer::new(Server::new(line.server.clone()))
                     .with_name(ep.name.clone())
-                    .weight(line.weight)
-                    .down(line.down)
-                    .max_fails(line.max_fails)
-                    .fail_timeout(line.fail_timeout);
+                    .with_weight(line.weight)
+                    .with_down(line.down)
+                    .with_max_fails(line.max_fails)
+                    .with_fail_timeout(line.fail_timeout);
                 b = if line.backup { b.backup(peer) } else { b.peer(peer) };
             }
         }
