@@ -256,9 +256,15 @@ impl Ring {
         if self.is_empty() {
             return None;
         }
+        Some(self.server_at(self.locate_key(key)))
+    }
+
+    /// `locate(crc32(key))`, hashing with the ring's prepared CRC32 state (see the `crc` field).
+    #[inline]
+    pub(crate) fn locate_key(&self, key: &[u8]) -> usize {
         let mut crc = self.crc.clone();
         crc.update(key);
-        Some(self.server_at(self.locate(crc.finalize())))
+        self.locate(crc.finalize())
     }
 
     /// The point at `index`, taken modulo [`Ring::len`] (as nginx walks past the end).

@@ -405,7 +405,7 @@ impl Upstream {
                 if self.is_single(List::Primary) || ring.is_empty() {
                     return Route::RoundRobin;
                 }
-                let start = ring.locate(crc32fast::hash(key));
+                let start = ring.locate_key(key);
                 for step in 0..=20 {
                     let s = ring.server_index_at(start + step);
                     if self.ring_server_up[s] {

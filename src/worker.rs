@@ -145,7 +145,7 @@ impl<'u> Worker<'u> {
             cap => budget.min(cap),
         };
         let point = match up.ring() {
-            Some(ring) if !ring.is_empty() => ring.locate(crc32fast::hash(key)),
+            Some(ring) if !ring.is_empty() => ring.locate_key(key),
             _ => 0,
         };
         let mut req = Request {
