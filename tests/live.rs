@@ -417,3 +417,27 @@ fn run_with_stdin(mut cmd: std::process::Command, input: &[u8]) -> Result<Vec<u8
     anyhow::ensure!(out.status.success(), "route failed: {}", String::from_utf8_lossy(&out.stderr));
     Ok(out.stdout)
 }
+
+/// nginx refusing to start is reported with nginx's own words, and nothing is left running.
+#[test]
+fn a_failing_start_shows_nginx_error_output() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let site = nginx_ketama::harness::site::Site {
+        http: Some(nginx_ketama::harness::site::Part {
+            upstream_block:
+                "upstream parity {\n    server 127.0.0.1:1 weight=0;\n    hash $http_x_key consistent;\n}\n".into(),
+            listeners: vec![],
+        }),
+        ..Default::default()
+    };
+    let prefix = backend.prefix()?;
+    let err = match backend.start(&site, prefix.clone()) {
+        Ok(_) => panic!("nginx accepted weight=0"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("nginx exited during startup"), "{err}");
+    assert!(err.contains("invalid parameter \"weight=0\""), "{err}");
+    assert!(!prefix.exists(), "the prefix is removed");
+    eprintln!("startup failure reported as: {}", err.lines().find(|l| l.contains("weight=0")).unwrap_or(""));
+    Ok(())
+}
