@@ -10,13 +10,13 @@ use super::backend::{Backend, Instance};
 use super::catalog::{Case, UNIX_DIR};
 use super::client::pipeline;
 use super::install::Installation;
-use super::parity::{Model, RUN_CLOCK, http_site};
+use super::parity::{Model, http_site};
 use super::site::HTTP_KEY;
 use super::topology::{Endpoint, Listen, Spelling, Topology, UPSTREAM};
 use crate::server::Server;
 use crate::upstream::{Method, Peer, Upstream};
 use crate::version::NginxVersion;
-use crate::worker::{Status, Worker};
+use crate::worker::Worker;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -989,13 +989,7 @@ struct WorkerModel<'a> {
 impl Model for WorkerModel<'_> {
     fn expect(&mut self, key: &[u8]) -> (u16, String) {
         let refusing = self.refusing;
-        let out = self.worker.request(key, RUN_CLOCK, |p| refusing.contains(p.name()));
-        let up = self.worker.upstream();
-        let mut names: Vec<&str> = out.attempts.iter().map(|&id| up.peer(id).name()).collect();
-        if out.status == Status::NoLiveUpstreams {
-            names.push(UPSTREAM);
-        }
-        (if out.status == Status::Answered { 200 } else { 502 }, names.join(", "))
+        super::parity::expect_with(&mut self.worker, key, |p| refusing.contains(p.name()))
     }
 }
 

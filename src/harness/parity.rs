@@ -110,15 +110,20 @@ pub const RUN_CLOCK: u64 = 1_000_000_000;
 impl Model for LibraryModel<'_> {
     fn expect(&mut self, key: &[u8]) -> (u16, String) {
         let topology = self.topology;
-        let out = self.worker.request(key, RUN_CLOCK, |p| topology.refuses(p.name()));
-        let up = self.worker.upstream();
-        let mut names: Vec<&str> = out.attempts.iter().map(|&id| up.peer(id).name()).collect();
-        if out.status == Status::NoLiveUpstreams {
-            names.push(UPSTREAM);
-        }
-        let status = if out.status == Status::Answered { 200 } else { 502 };
-        (status, names.join(", "))
+        expect_with(&mut self.worker, key, |p| topology.refuses(p.name()))
     }
+}
+
+/// Runs one request on `worker` (at [`RUN_CLOCK`]) and renders what nginx would answer: the status and
+/// `$upstream_addr` (attempted addresses, plus the upstream name when nothing usable was left).
+pub fn expect_with(worker: &mut Worker<'_>, key: &[u8], refuses: impl FnMut(&crate::Peer) -> bool) -> (u16, String) {
+    let out = worker.request(key, RUN_CLOCK, refuses);
+    let up = worker.upstream();
+    let mut names: Vec<&str> = out.attempts.iter().map(|&id| up.peer(id).name()).collect();
+    if out.status == Status::NoLiveUpstreams {
+        names.push(UPSTREAM);
+    }
+    (if out.status == Status::Answered { 200 } else { 502 }, names.join(", "))
 }
 
 /// A request whose outcome differed.
