@@ -9,6 +9,9 @@ use nginx_ketama::harness::catalog::catalog;
 use nginx_ketama::harness::golden::{lock_catalog, record_case, render_snapshot, snapshot_name, utc_today};
 use nginx_ketama::harness::install::Installation;
 
+mod common;
+use common::report;
+
 #[test]
 fn live_nginx_still_produces_the_snapshots() {
     let root = Installation::default_root();
@@ -16,7 +19,7 @@ fn live_nginx_still_produces_the_snapshots() {
     if installs.is_empty() {
         let why = format!("no nginx under {} — run scripts/provision-nginx", root.display());
         assert!(!required(), "NGINX_PARITY=require but {why}");
-        eprintln!("SKIP: golden_live: {why} (set NGINX_PARITY=require to make this a failure)");
+        report(&format!("SKIP: golden_live: {why} (set NGINX_PARITY=require to make this a failure)"));
         return;
     }
     let _lock = lock_catalog().expect("catalog lock");
@@ -39,11 +42,11 @@ fn live_nginx_still_produces_the_snapshots() {
         }
     });
     let versions: Vec<String> = installs.iter().map(|i| i.version.to_string()).collect();
-    eprintln!(
+    report(&format!(
         "golden_live: {} cases re-recorded on nginx {} ({requests} requests, stateless cases twice): snapshots unchanged",
         records.len(),
         versions.join(", ")
-    );
+    ));
 }
 
 fn required() -> bool {

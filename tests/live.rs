@@ -20,6 +20,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod common;
+use common::report;
+
 const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
 
 fn required() -> bool {
@@ -29,7 +32,7 @@ fn required() -> bool {
 /// Skips (returns `None`) or, under `NGINX_PARITY=require`, fails.
 fn skip<T>(why: &str) -> Option<T> {
     assert!(!required(), "NGINX_PARITY=require but {why}");
-    eprintln!("SKIP: {why} (set NGINX_PARITY=require to make this a failure)");
+    report(&format!("SKIP: {why} (set NGINX_PARITY=require to make this a failure)"));
     None
 }
 
@@ -43,10 +46,17 @@ fn installs() -> Option<Vec<Installation>> {
 }
 
 fn print_reports(title: &str, reports: &[VersionReport]) {
-    eprintln!("\n{title}\n{}", nginx_ketama::harness::cli::table(reports));
+    let mut text = format!("{title}\n{}", nginx_ketama::harness::cli::table(reports));
     for r in reports {
-        eprintln!("  nginx {} ({}): spellings {:?}", r.version, r.backend, r.spellings);
+        text.push_str(&format!(
+            "  nginx {} ({}): {} spellings {:?}\n",
+            r.version,
+            r.backend,
+            r.spellings.len(),
+            r.spellings
+        ));
     }
+    report(&text);
 }
 
 fn assert_clean(reports: &[VersionReport], options: &SweepOptions) {
@@ -129,11 +139,12 @@ fn testcontainers_backend_matches_nginx() -> Result<()> {
             return Ok(());
         }
     };
-    let options = SweepOptions { seed: 11, topologies: 4, keys: 1000, ..SweepOptions::default() };
+    let options = SweepOptions { seed: 11, topologies: 5, keys: 1000, ..SweepOptions::default() };
     let report = sweep_backend(&backend, &options, &mut |_| {})?;
     print_reports("random topologies through testcontainers", std::slice::from_ref(&report));
     assert_clean(std::slice::from_ref(&report), &options);
-    assert!(report.requests >= 4000 && report.topologies == 4);
+    assert!(report.requests >= 5000 && report.topologies == 5);
+    assert!(report.spellings.contains("HostnameTwoAddresses"), "a two-address name through Docker's hosts file");
     let leftovers = std::process::Command::new("docker")
         .args(["ps", "-aq", "--filter", &format!("label=nginx-ketama.owner-pid={}", std::process::id())])
         .output()?;
@@ -207,7 +218,7 @@ fn harness_detects_deliberately_wrong_libraries() -> Result<()> {
     };
     let gt_report = compare(&plan, &responses, &mut Mutant(strictly_greater), Duration::ZERO);
 
-    eprintln!(
+    report(&format!(
         "mutation check on nginx {}: {} requests ({} arcs); library {} mismatches, MD5 ring {} ({:.0}%), `>` lookup {}",
         backend.version(),
         right.requests,
@@ -216,7 +227,7 @@ fn harness_detects_deliberately_wrong_libraries() -> Result<()> {
         md5_report.mismatches.len(),
         100.0 * md5_report.mismatches.len() as f64 / right.requests as f64,
         gt_report.mismatches.len()
-    );
+    ));
     assert!(md5_report.mismatches.len() * 10 > right.requests * 8, "MD5 must disagree on most keys");
     assert_eq!(md5_report.arcs_proven, 0);
     // `>` differs exactly on keys whose CRC equals a point owned by another server than the next point: the
@@ -236,8 +247,8 @@ fn run_scenario(backend: &Backend, name: &str, mut topology: Topology, keys: Vec
         requests: keys.into_iter().map(|key| parity::PlannedRequest { key, kind: KeyKind::Random }).collect(),
         arcs: 0,
     };
-    let report = session.run(&plan, &mut LibraryModel::new(&upstream, &topology), &mut |_| {})?;
-    for m in report.mismatches.iter().take(5) {
+    let run = session.run(&plan, &mut LibraryModel::new(&upstream, &topology), &mut |_| {})?;
+    for m in run.mismatches.iter().take(5) {
         eprintln!(
             "{name}: request {} key {} expected {:?} nginx {:?}",
             m.index,
@@ -246,19 +257,14 @@ fn run_scenario(backend: &Backend, name: &str, mut topology: Topology, keys: Vec
             m.actual
         );
     }
-    assert!(
-        report.mismatches.is_empty(),
-        "{name} on nginx {}: {} mismatches",
+    assert!(run.mismatches.is_empty(), "{name} on nginx {}: {} mismatches", backend.version(), run.mismatches.len());
+    report(&format!(
+        "  {name:<44} nginx {}: {} requests, {} with retries, 0 mismatches",
         backend.version(),
-        report.mismatches.len()
-    );
-    eprintln!(
-        "  {name:<44} nginx {}: {} requests, {} with retries",
-        backend.version(),
-        report.requests,
-        report.failovers
-    );
-    Ok(report.requests)
+        run.requests,
+        run.failovers
+    ));
+    Ok(run.requests)
 }
 
 fn keys(prefix: &str, n: usize) -> Vec<Vec<u8>> {
@@ -271,7 +277,7 @@ fn keys(prefix: &str, n: usize) -> Vec<Vec<u8>> {
 #[test]
 fn stateful_scenarios_match_nginx() -> Result<()> {
     let Some(installs) = installs() else { return Ok(()) };
-    eprintln!("stateful scenarios:");
+    report("stateful scenarios:");
     for install in installs {
         let backend = Backend::Local(install);
         let mut total = 0;
@@ -322,7 +328,7 @@ fn stateful_scenarios_match_nginx() -> Result<()> {
         lines[1].dead = true;
         let t = Topology { seed: 0, method: Method::Plain, lines, hosts: vec![] };
         total += run_scenario(&backend, "plain: one primary + backups", t, keys("pb", 300))?;
-        eprintln!("  nginx {}: {total} stateful requests, 0 mismatches", backend.version());
+        report(&format!("  nginx {}: {total} stateful requests, 0 mismatches", backend.version()));
     }
     Ok(())
 }
@@ -390,13 +396,13 @@ fn route_command_agrees_with_nginx() -> Result<()> {
     }
     drop(session);
     std::fs::remove_dir_all(&unix_dir)?;
-    eprintln!(
+    report(&format!(
         "route command: {} keys over {} server lines (spellings {:?}) agree with nginx {}",
         requests.len(),
         topology.lines.len(),
         topology.spellings(),
         backend.version()
-    );
+    ));
     Ok(())
 }
 
@@ -439,6 +445,6 @@ fn a_failing_start_shows_nginx_error_output() -> Result<()> {
     assert!(err.contains("nginx exited during startup"), "{err}");
     assert!(err.contains("invalid parameter \"weight=0\""), "{err}");
     assert!(!prefix.exists(), "the prefix is removed");
-    eprintln!("startup failure reported as: {}", err.lines().find(|l| l.contains("weight=0")).unwrap_or(""));
+    report(&format!("startup failure reported as: {}", err.lines().find(|l| l.contains("weight=0")).unwrap_or("")));
     Ok(())
 }

@@ -147,9 +147,12 @@ pub fn resolve_in_namespace(exe: &Path, hosts: &str, names: &[String]) -> Result
 /// Generates topology `index` for `backend`, with hostnames resolved as nginx will resolve them.
 pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, unix_dir: &str) -> Result<Topology> {
     let mut caps: Capabilities = backend.capabilities(unix_dir);
-    caps.hostnames &= options.resolver_exe.is_some();
+    // A container reports its own resolver's order (see `parity::start`); a local nginx needs our resolver
+    // run in its hosts namespace.
+    let local = matches!(backend, Backend::Local(_));
+    caps.hostnames &= !local || options.resolver_exe.is_some();
     let mut t = Topology::random(topology_seed(options.seed, index), &options.topology, &caps);
-    if !t.hosts.is_empty() {
+    if local && !t.hosts.is_empty() {
         let exe = options.resolver_exe.as_deref().expect("hostnames need the resolver");
         let resolved = resolve_in_namespace(exe, &t.hosts_file(), &t.hostnames())?;
         t.set_resolution(|name| {
