@@ -105,7 +105,7 @@ pub fn verify(args: VerifyArgs) -> Result<i32> {
     };
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:>8} {bar:30} {pos:>7}/{len:7} {per_sec:>10} {msg}")
+        ProgressStyle::with_template("{prefix:>8} {bar:30} {pos:>7}/{len:7} {elapsed:>4} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut reports = Vec::new();
