@@ -195,12 +195,10 @@ pub fn sweep_backend(
                 prove_ring: options.prove_ring && topology.method == Method::Consistent,
             },
         );
-        let label = format!(
-            "{} servers, {}, {} points",
-            topology.lines.len(),
-            if topology.method == Method::Consistent { "consistent" } else { "plain" },
-            upstream.ring().map_or(0, |r| r.len())
-        );
+        let label = match upstream.ring() {
+            Some(ring) => format!("{} servers, consistent, {} points", topology.lines.len(), ring.len()),
+            None => format!("{} servers, plain", topology.lines.len()),
+        };
         on(Event::Topology(&report.version, index, label, plan.requests.len()));
         let mut model = LibraryModel::new(&upstream, &topology);
         let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)));
