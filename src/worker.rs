@@ -107,7 +107,6 @@ pub struct Worker<'u> {
     upstream: &'u Upstream,
     primary: Vec<PeerState>,
     backup: Vec<PeerState>,
-    next_upstream_tries: u32,
 }
 
 impl<'u> Worker<'u> {
@@ -117,13 +116,7 @@ impl<'u> Worker<'u> {
             upstream,
             primary: upstream.primary().iter().map(PeerState::new).collect(),
             backup: upstream.backup().iter().map(PeerState::new).collect(),
-            next_upstream_tries: 0,
         }
-    }
-
-    /// Caps the attempts per request like `proxy_next_upstream_tries N` (0, the default, means no cap).
-    pub fn set_next_upstream_tries(&mut self, tries: u32) {
-        self.next_upstream_tries = tries;
     }
 
     /// The upstream this worker serves.
@@ -139,11 +132,8 @@ impl<'u> Worker<'u> {
     /// counted against the peer (`max_fails`/`fail_timeout`) exactly as nginx counts it.
     pub fn request(&mut self, key: &[u8], now: u64, mut fails: impl FnMut(&Peer) -> bool) -> Outcome {
         let up = self.upstream;
+        // pc->tries: every non-down address, primary and backup (no `proxy_next_upstream_tries` cap).
         let budget = up.primary().iter().chain(up.backup()).filter(|p| !p.is_down()).count() as u32;
-        let budget = match self.next_upstream_tries {
-            0 => budget,
-            cap => budget.min(cap),
-        };
         let point = match up.ring() {
             Some(ring) if !ring.is_empty() => ring.locate_key(key),
             _ => 0,
