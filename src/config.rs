@@ -983,6 +983,19 @@ mod tests {
     }
 
     #[test]
+    fn routing_neutral_directives_are_accepted() {
+        let c = parse(
+            "upstream u { zone z 64k; hash $k consistent; keepalive 16; keepalive_timeout 60s; \
+             keepalive_requests 100; keepalive_time 1h; ntlm; server a max_conns=5; }",
+        )
+        .unwrap();
+        assert_eq!(c.hash_upstream(None).unwrap().upstream.primary()[0].max_conns(), 5);
+        assert!(err("stream { upstream u { ip_hash; server a:1; } }").contains("unknown directive \"ip_hash\""));
+        let random = parse("upstream u { random; server a; }").unwrap();
+        assert!(random.hash_upstream(None).unwrap_err().to_string().contains("its balancer is random"));
+    }
+
+    #[test]
     fn backup_before_hash_is_kept_and_hash_redefinition_warns() {
         let c = parse("upstream u { server a; server b backup; ip_hash; hash $k consistent; server c; }").unwrap();
         let u = c.hash_upstream(None).unwrap();
