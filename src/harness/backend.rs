@@ -154,6 +154,8 @@ pub fn docker_backend(version: NginxVersion) -> Result<Backend> {
 
 mod docker {
     use super::*;
+    use std::collections::HashMap;
+    use testcontainers::bollard::models::PortBinding;
     use testcontainers::core::{IntoContainerPort, WaitFor};
     use testcontainers::runners::SyncRunner;
     use testcontainers::{Container, GenericImage, ImageExt};
@@ -216,19 +218,20 @@ mod docker {
             .with_copy_to("/etc/nginx/nginx.conf", conf.into_bytes())
             .with_label("nginx-ketama.owner-pid", std::process::id().to_string())
             .with_startup_timeout(std::time::Duration::from_secs(30));
-        let mut request = request;
-        if let Some(hosts) = &site.hosts {
-            // Not `with_host`: it keeps one address per name, sorted by name. Docker writes ExtraHosts to
-            // the container's /etc/hosts in the order given, which is the order nginx's resolver sees.
-            let mut extra = Vec::new();
-            for line in hosts.lines().skip(1) {
-                let (ip, name) = line.split_once(' ').context("hosts line")?;
-                extra.push(format!("{name}:{ip}"));
-            }
-            request = request.with_host_config_modifier(move |hc| {
-                hc.extra_hosts = Some(extra.clone());
-            });
+        // Not `with_host`: it keeps one address per name, sorted by name. Docker writes ExtraHosts to the
+        // container's /etc/hosts in the order given, which is the order nginx's resolver sees.
+        let mut extra = Vec::new();
+        for line in site.hosts.as_deref().unwrap_or("").lines().skip(1) {
+            let (ip, name) = line.split_once(' ').context("hosts line")?;
+            extra.push(format!("{name}:{ip}"));
         }
+        // Publish the front port on loopback only (testcontainers' default publishes on every interface).
+        let request = request.with_host_config_modifier(move |hc| {
+            hc.extra_hosts = Some(extra.clone());
+            hc.publish_all_ports = Some(false);
+            let binding = PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(String::new()) };
+            hc.port_bindings = Some(HashMap::from([("8080/tcp".to_string(), Some(vec![binding]))]));
+        });
         let container = request.start().with_context(|| format!("starting container {image}:{tag}"))?;
         let port = container.get_host_port_ipv4(8080.tcp())?;
         let front = SocketAddr::from(([127, 0, 0, 1], port));
