@@ -106,6 +106,18 @@ fn list_or_none(v: &[String]) -> String {
 }
 
 /// How to load a configuration.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::config::{Config, LoadOptions};
+///
+/// // Without resolution a hostname line is exactly one peer, and nothing is looked up.
+/// let no_dns = LoadOptions { resolve: false, ..LoadOptions::default() };
+/// let conf = Config::parse_str("upstream u { hash $k consistent; server cache.internal:80; }", "x.conf", &no_dns)?;
+/// assert_eq!(conf.hash_upstream(None)?.upstream.primary().len(), 1);
+/// # Ok::<(), nginx_ketama::config::ConfigError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct LoadOptions {
     /// Resolve hostnames like nginx does at startup (one peer per address). Default `true`.

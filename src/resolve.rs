@@ -8,6 +8,13 @@ use std::ffi::{CStr, CString};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Why a name did not resolve. `Display` uses nginx's wording.
+///
+/// # Example
+///
+/// ```
+/// let err = nginx_ketama::resolve::resolve_host("no-such-host.invalid").unwrap_err();
+/// assert_eq!(err.to_string(), "host not found");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ResolveError {

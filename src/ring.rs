@@ -19,6 +19,16 @@ pub const POINTS_PER_WEIGHT: u32 = 160;
 pub const MAX_POINTS: u64 = 1 << 26;
 
 /// Why a ring could not be built.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Ring, RingError, Server};
+///
+/// let s = Server::new("a:80");
+/// assert_eq!(Ring::new([(&s, 0)]).unwrap_err(), RingError::ZeroWeight(s.clone()));
+/// assert!(matches!(Ring::new([(&s, 1_000_000)]), Err(RingError::TooLarge { .. })));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RingError {
@@ -34,6 +44,19 @@ pub enum RingError {
 }
 
 /// One point of the ring: a hash and the server string that owns it.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Ring, Server};
+///
+/// let servers = [Server::new("127.0.0.1:9001")];
+/// let ring = Ring::new(servers.iter().map(|s| (s, 1)))?;
+/// // Every point of a one-server ring is that server's; they are sorted by hash.
+/// assert!(ring.points().all(|p| p.server == &servers[0]));
+/// assert!(ring.point(0).hash < ring.point(1).hash);
+/// # Ok::<(), nginx_ketama::RingError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point<'a> {
     /// The point's position on the ring (a CRC32 value).

@@ -8,6 +8,16 @@ use crate::version::NginxVersion;
 use std::net::{IpAddr, SocketAddr};
 
 /// Which `hash` flavour the upstream uses.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, Peer, Upstream};
+///
+/// let plain = Upstream::builder(Method::Plain).peer(Peer::new("a:80")).peer(Peer::new("b:80")).build()?;
+/// assert!(plain.ring().is_none(), "only `consistent` builds a ring");
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
     /// `hash $key consistent;` (ketama ring).
@@ -168,6 +178,16 @@ pub(crate) fn ngx_inet_addr(text: &str) -> Option<std::net::Ipv4Addr> {
 }
 
 /// Which list a peer is in.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{List, Method, Peer, Upstream};
+///
+/// let up = Upstream::builder(Method::Consistent).peer(Peer::new("a:80")).backup(Peer::new("b:80")).build()?;
+/// assert_eq!(up.list(List::Backup)[0].server().as_str(), "b:80");
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum List {
     /// The primary servers (the only ones on the ring).
@@ -177,6 +197,17 @@ pub enum List {
 }
 
 /// A peer's position: its list and its index in that list.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{List, Method, Peer, PeerId, Upstream};
+///
+/// let up = Upstream::builder(Method::Consistent).peer(Peer::new("a:80")).peer(Peer::new("b:80")).build()?;
+/// let id = PeerId { list: List::Primary, index: 1 };
+/// assert_eq!(up.peer(id).server().as_str(), "b:80");
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PeerId {
     /// The list.
@@ -186,6 +217,16 @@ pub struct PeerId {
 }
 
 /// Why an upstream could not be built.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, Peer, Upstream, UpstreamError};
+///
+/// let err = Upstream::builder(Method::Consistent).peer(Peer::new("a:80").with_weight(0)).build().unwrap_err();
+/// assert!(matches!(err, UpstreamError::ZeroWeight(_)));
+/// assert_eq!(err.to_string(), "invalid weight 0 for server \"a:80\"");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UpstreamError {
@@ -230,6 +271,21 @@ pub struct Upstream {
 }
 
 /// Builds an [`Upstream`]; see [`Upstream::builder`].
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, NginxVersion, Peer, Upstream};
+///
+/// let up = Upstream::builder(Method::Plain)
+///     .name("cache")
+///     .version(NginxVersion::new(1, 26, 3))
+///     .peers(["10.0.0.1:80", "10.0.0.2:80"].map(Peer::new))
+///     .backup(Peer::new("10.0.0.9:80"))
+///     .build()?;
+/// assert_eq!((up.name(), up.primary().len(), up.backup().len()), ("cache", 2, 1));
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct UpstreamBuilder {
     name: String,
@@ -311,6 +367,17 @@ impl UpstreamBuilder {
 }
 
 /// The stateless answer for a fresh worker with healthy peers: see [`Upstream::route`].
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, Peer, Route, Upstream};
+///
+/// let single = Upstream::builder(Method::Consistent).peer(Peer::new("a:80")).build()?;
+/// // With one peer nginx never hashes: it goes straight to round-robin.
+/// assert_eq!(single.route(b"any key"), Route::RoundRobin);
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route<'a> {
     /// nginx hashes the key to this server string.

@@ -57,6 +57,13 @@ impl fmt::Display for NginxVersion {
 }
 
 /// A version string that is not `N.N.N`.
+///
+/// # Example
+///
+/// ```
+/// let err = "1.26".parse::<nginx_ketama::NginxVersion>().unwrap_err();
+/// assert!(err.to_string().starts_with("invalid nginx version \"1.26\""));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid nginx version \"{0}\" (expected MAJOR.MINOR.PATCH, e.g. 1.26.3)")]
 pub struct ParseVersionError(String);

@@ -14,6 +14,20 @@ use crate::upstream::{List, Method, Peer, PeerId, Upstream};
 pub const MAX_HASH_MISSES: u32 = 20;
 
 /// How a request ended.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, Peer, Status, Upstream, Worker};
+///
+/// let up = Upstream::builder(Method::Consistent)
+///     .peers(["127.0.0.1:1", "127.0.0.1:2"].map(|s| Peer::new(s).with_max_fails(0)))
+///     .build()?;
+/// // Both refuse: each is tried once, then nginx gives up with the last error (502).
+/// let out = Worker::new(&up).request(b"k", 0, |_| true);
+/// assert_eq!((out.attempts.len(), out.status), (2, Status::Failed));
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
     /// The last attempt succeeded.
@@ -25,6 +39,18 @@ pub enum Status {
 }
 
 /// What a request did: the peers it tried, in order, and how it ended.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, Peer, Upstream, Worker};
+///
+/// let up = Upstream::builder(Method::Consistent).peers(["a:80", "b:80"].map(Peer::new)).build()?;
+/// let out = Worker::new(&up).request(b"", 0, |_| false);
+/// assert!(out.round_robin, "the empty key is never hashed");
+/// assert_eq!(up.peer(out.attempts[0]).server().as_str(), "a:80");
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// Every peer nginx connected to, in order (`$upstream_addr`, without a trailing upstream name).
