@@ -50,6 +50,17 @@ impl fmt::Display for Location {
 }
 
 /// Why a configuration could not be used. Messages follow nginx's wording and name the file and line.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::config::{Config, ConfigError, LoadOptions};
+///
+/// let err = Config::parse_str("upstream u {\n  server 10.0.0.1 wieght=2;\n}", "x.conf", &LoadOptions::default())
+///     .unwrap_err();
+/// assert!(matches!(&err, ConfigError::Invalid { location, .. } if location.line == 2));
+/// assert_eq!(err.to_string(), "invalid parameter \"wieght=2\" in x.conf:2");
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -143,6 +154,18 @@ pub enum Context {
 }
 
 /// How an upstream balances.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::config::{Balancer, Config, Context, LoadOptions};
+///
+/// let text = "stream { upstream s { least_conn; server 10.0.0.1:53; } }";
+/// let conf = Config::parse_str(text, "x.conf", &LoadOptions::default())?;
+/// assert_eq!(conf.upstreams[0].context, Context::Stream);
+/// assert!(matches!(&conf.upstreams[0].balancer, Balancer::Other(b) if b == "least_conn"));
+/// # Ok::<(), nginx_ketama::config::ConfigError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub enum Balancer {
     /// `hash KEY [consistent]`.
@@ -183,6 +206,17 @@ pub struct HashUpstream<'a> {
 }
 
 /// A warning nginx would log at startup (`[warn]`), e.g. `load balancing method redefined`.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::config::{Config, LoadOptions};
+///
+/// let text = "upstream u {\n  ip_hash;\n  hash $k consistent;\n  server 10.0.0.1;\n}";
+/// let conf = Config::parse_str(text, "x.conf", &LoadOptions::default())?;
+/// assert_eq!(conf.warnings[0].to_string(), "load balancing method redefined in x.conf:3");
+/// # Ok::<(), nginx_ketama::config::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
     /// nginx's message.
