@@ -5,9 +5,10 @@
 
 use nginx_ketama::Method;
 use nginx_ketama::harness::backend::Backend;
+use nginx_ketama::harness::catalog;
 use nginx_ketama::harness::install::Installation;
 use nginx_ketama::harness::parity::{self, LibraryModel, PlanOptions};
-use nginx_ketama::harness::topology::{Endpoint, Listen, ServerLine, Spelling, Topology};
+use nginx_ketama::harness::topology::Topology;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Instant;
@@ -37,22 +38,7 @@ fn main() {
         return;
     };
     let backend = Backend::Local(install);
-    let lines: Vec<ServerLine> = (0..10)
-        .map(|i| {
-            let addr = SocketAddr::from(([127, 90, 0, i as u8 + 1], 21000 + i));
-            ServerLine {
-                server: addr.to_string(),
-                spelling: Spelling::IpPort,
-                weight: 1,
-                down: false,
-                dead: false,
-                backup: false,
-                max_fails: 0,
-                fail_timeout: 10,
-                endpoints: vec![Endpoint { listen: Listen::Tcp(addr), name: addr.to_string() }],
-            }
-        })
-        .collect();
+    let lines: Vec<_> = (1..=10).map(|i| catalog::line(&format!("127.90.0.{i}:{}", 21000 + i))).collect();
     let mut topology = Topology { seed: 0, method: Method::Consistent, lines, hosts: vec![] };
     let session = parity::start(&backend, &mut topology).expect("nginx starts");
     let upstream = topology.upstream(backend.version()).expect("upstream");

@@ -7,12 +7,11 @@
 
 use anyhow::Result;
 use nginx_ketama::harness::backend::{Backend, docker_available, docker_backend};
+use nginx_ketama::harness::catalog;
 use nginx_ketama::harness::install::Installation;
 use nginx_ketama::harness::parity::{self, KeyKind, LibraryModel, Model, PlanOptions, compare};
 use nginx_ketama::harness::sweep::{SweepOptions, VersionReport, sweep_backend};
-use nginx_ketama::harness::topology::{
-    Capabilities, Endpoint, Listen, ServerLine, Spelling, Topology, TopologyOptions,
-};
+use nginx_ketama::harness::topology::{Capabilities, ServerLine, Spelling, Topology, TopologyOptions};
 use nginx_ketama::md5_variants::Md5VnodeRing;
 use nginx_ketama::{Method, NginxVersion, Server};
 use std::collections::BTreeSet;
@@ -157,25 +156,13 @@ fn latest_local() -> Option<Backend> {
     Some(Backend::Local(installs.last().expect("non-empty").clone()))
 }
 
-fn plain_line(server: String, listen: SocketAddr, weight: u32) -> ServerLine {
-    ServerLine {
-        server,
-        spelling: Spelling::IpPort,
-        weight,
-        down: false,
-        dead: false,
-        backup: false,
-        max_fails: 0,
-        fail_timeout: 10,
-        endpoints: vec![Endpoint { listen: Listen::Tcp(listen), name: listen.to_string() }],
-    }
-}
-
 fn ip_lines(n: usize, first_octet: u8) -> Vec<ServerLine> {
     (0..n)
         .map(|i| {
             let addr = SocketAddr::from(([127, first_octet, (i / 200) as u8, (i % 200 + 1) as u8], 20000 + i as u16));
-            plain_line(addr.to_string(), addr, 1 + (i % 3) as u32)
+            let mut line = catalog::line(&addr.to_string());
+            line.weight = 1 + (i % 3) as u32;
+            line
         })
         .collect()
 }
