@@ -435,3 +435,25 @@ fn a_failing_start_shows_nginx_error_output() -> Result<()> {
     report(&format!("startup failure reported as: {}", err.lines().find(|l| l.contains("weight=0")).unwrap_or("")));
     Ok(())
 }
+
+/// A test that panics while nginx runs still stops it: the session's nginx is killed (its whole process
+/// group) while the panic unwinds.
+#[test]
+fn nginx_does_not_outlive_a_panicking_test() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let outcome = std::thread::spawn(move || {
+        let mut topology = Topology { seed: 0, method: Method::Consistent, lines: ip_lines(3, 77), hosts: vec![] };
+        let session = parity::start(&backend, &mut topology).expect("nginx starts");
+        tx.send((session.http_front(), session.prefix())).expect("send");
+        panic!("a test failing while nginx runs");
+    })
+    .join();
+    assert!(outcome.is_err(), "the thread panicked");
+    let (front, prefix) = rx.recv()?;
+    let refused = std::net::TcpStream::connect_timeout(&front, Duration::from_secs(2)).is_err();
+    assert!(refused, "nginx still listens on {front} after the panic");
+    assert!(!prefix.expect("local prefix").exists(), "the prefix was removed");
+    report(&format!("panic during a run: nginx on {front} was stopped while unwinding"));
+    Ok(())
+}
