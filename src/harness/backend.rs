@@ -77,14 +77,6 @@ impl Backend {
         }
     }
 
-    /// `local` or `docker`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Backend::Local(_) => "local",
-            Backend::Docker { .. } => "docker",
-        }
-    }
-
     /// What topologies this backend can host.
     pub fn capabilities(&self, unix_dir: &str) -> Capabilities {
         // SAFETY: geteuid has no preconditions.
