@@ -61,11 +61,17 @@ where
 {
     let weights = weights.into_iter();
     let total: u64 = weights.clone().map(u64::from).sum();
+    slot_in(weights, total, sum)
+}
+
+/// [`slot_owner`] with the total weight already known (the upstream keeps it, so the routing paths walk
+/// the weights once per rehash step instead of twice).
+pub(crate) fn slot_in(weights: impl IntoIterator<Item = u32>, total: u64, sum: u32) -> Option<usize> {
     if total == 0 {
         return None;
     }
     let mut w = u64::from(sum) % total;
-    for (i, weight) in weights.enumerate() {
+    for (i, weight) in weights.into_iter().enumerate() {
         if w < u64::from(weight) {
             return Some(i);
         }

@@ -1,7 +1,7 @@
 //! An upstream as nginx sees it at startup: the balancing method, the primary and backup peer lists, and
 //! (for `consistent`) the ring. Also the stateless answer to "which server gets this key?".
 
-use crate::plain::{RehashSequence, slot_owner};
+use crate::plain::{RehashSequence, slot_in};
 use crate::ring::{Ring, RingError};
 use crate::server::{Address, Server};
 use crate::version::NginxVersion;
@@ -268,6 +268,8 @@ pub struct Upstream {
     ring_server: Vec<u32>,
     /// For each ring server, whether any primary peer with that string is not `down`.
     ring_server_up: Vec<bool>,
+    /// `total_weight` of the primary and backup lists (`down` peers included, as in nginx).
+    total_weight: [u64; 2],
 }
 
 /// Builds an [`Upstream`]; see [`Upstream::builder`].
@@ -353,6 +355,7 @@ impl UpstreamBuilder {
                 (Some(ring), ring_server, up)
             }
         };
+        let total_weight = [&self.primary, &self.backup].map(|l| l.iter().map(|p| u64::from(p.weight)).sum());
         Ok(Upstream {
             name: self.name,
             method: self.method,
@@ -362,6 +365,7 @@ impl UpstreamBuilder {
             ring,
             ring_server,
             ring_server_up,
+            total_weight,
         })
     }
 }
@@ -487,8 +491,7 @@ impl Upstream {
                 }
                 let mut seq = RehashSequence::new(key);
                 for _ in 0..=20 {
-                    let p = slot_owner(self.primary.iter().map(|p| p.weight), seq.next_sum())
-                        .expect("weights are positive");
+                    let p = self.plain_slot(List::Primary, seq.next_sum());
                     if !self.primary[p].down {
                         return Route::Server(&self.primary[p].server);
                     }
@@ -496,6 +499,15 @@ impl Upstream {
                 Route::RoundRobin
             }
         }
+    }
+
+    /// The peer of `list` whose weighted slot holds `sum mod total_weight` (plain hash).
+    pub(crate) fn plain_slot(&self, list: List, sum: u32) -> usize {
+        let total = match list {
+            List::Primary => self.total_weight[0],
+            List::Backup => self.total_weight[1],
+        };
+        slot_in(self.list(list).iter().map(|p| p.weight), total, sum).expect("lists used for hashing are not empty")
     }
 
     /// Whether plain hash goes straight to round-robin on this list (version dependent).

@@ -6,7 +6,7 @@
 //! over from one request to the next. [`Worker`] keeps exactly that state, so that feeding it the same
 //! requests a fresh nginx worker receives reproduces nginx's `$upstream_addr` attempt by attempt.
 
-use crate::plain::{RehashSequence, slot_owner};
+use crate::plain::RehashSequence;
 use crate::upstream::{List, Method, Peer, PeerId, Upstream};
 
 /// Consecutive ring points (or plain-hash slots) without a usable peer that one request may pass before
@@ -258,7 +258,7 @@ impl<'u> Worker<'u> {
         let peers = up.list(req.list);
         loop {
             let sum = req.rehash.next_sum();
-            let p = slot_owner(peers.iter().map(Peer::weight), sum).expect("weights are positive");
+            let p = up.plain_slot(req.list, sum);
             let st = &self.states(req.list)[p];
             if !req.tried[p] && usable(&peers[p], st, now) {
                 return Some(p);
