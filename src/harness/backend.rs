@@ -2,6 +2,7 @@
 
 use super::install::Installation;
 use super::local::{LocalNginx, fresh_prefix};
+use super::netns::Net;
 use super::site::{self, Environment, Site};
 use super::topology::Capabilities;
 use crate::version::NginxVersion;
@@ -40,6 +41,35 @@ pub trait Instance {
     fn logs(&self) -> String;
     /// The directory holding the rendered `nginx.conf` (and `hosts`), for local processes.
     fn prefix(&self) -> Option<PathBuf>;
+    /// Where connections to the front servers are opened.
+    fn net(&self) -> Net<'_>;
+    /// The local master process, if nginx runs as one.
+    fn pid(&self) -> Option<u32>;
+}
+
+/// How many lines of nginx's error log a fault report shows.
+pub const LOG_TAIL_LINES: usize = 20;
+
+/// The last [`LOG_TAIL_LINES`] relevant lines of nginx's error output: its `[emerg]`, `[alert]`, `[crit]`,
+/// `[error]` and `[warn]` lines (all lines when it printed none of those), never the whole log.
+pub fn log_tail(logs: &str) -> String {
+    const LEVELS: [&str; 5] = ["[emerg]", "[alert]", "[crit]", "[error]", "[warn]"];
+    let lines: Vec<&str> = logs.lines().collect();
+    let relevant: Vec<&str> = lines.iter().copied().filter(|l| LEVELS.iter().any(|lv| l.contains(lv))).collect();
+    let chosen = if relevant.is_empty() { lines } else { relevant };
+    let skipped = chosen.len().saturating_sub(LOG_TAIL_LINES);
+    let mut out = String::new();
+    if skipped > 0 {
+        out.push_str(&format!("[... {skipped} earlier lines]\n"));
+    }
+    for line in &chosen[skipped..] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if out.is_empty() {
+        out.push_str("(nginx printed nothing)\n");
+    }
+    out
 }
 
 impl Instance for LocalNginx {
@@ -57,6 +87,12 @@ impl Instance for LocalNginx {
     }
     fn prefix(&self) -> Option<PathBuf> {
         Some(LocalNginx::prefix(self).to_path_buf())
+    }
+    fn net(&self) -> Net<'_> {
+        LocalNginx::net(self)
+    }
+    fn pid(&self) -> Option<u32> {
+        Some(LocalNginx::pid(self))
     }
 }
 
@@ -82,12 +118,11 @@ impl Backend {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         match self {
-            Backend::Local(_) => Capabilities {
-                ipv6: std::net::TcpListener::bind("[::1]:0").is_ok(),
-                port80: root,
-                hostnames: root && which("unshare"),
-                unix_dir: Some(unix_dir.to_string()),
-            },
+            // As root nginx gets a private network namespace with its own `lo`; otherwise it shares this
+            // machine's loopback, where `[::1]` and port 80 are one address for everybody.
+            Backend::Local(_) => {
+                Capabilities { ipv6: root, port80: root, hostnames: root, unix_dir: Some(unix_dir.to_string()) }
+            }
             // Docker disables IPv6 inside containers unless the daemon enables it.
             Backend::Docker { .. } => {
                 Capabilities { ipv6: false, port80: true, hostnames: true, unix_dir: Some("/tmp".into()) }
@@ -116,12 +151,6 @@ impl Backend {
     }
 }
 
-fn which(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|p| p.join(program).is_file()))
-        .unwrap_or(false)
-}
-
 /// Whether a Docker engine answers.
 pub fn docker_available() -> bool {
     docker::available()
@@ -146,6 +175,7 @@ pub fn docker_backend(version: NginxVersion) -> Result<Backend> {
 
 mod docker {
     use super::*;
+    use crate::harness::netns::EPHEMERAL_PORTS;
     use std::collections::HashMap;
     use testcontainers::bollard::models::PortBinding;
     use testcontainers::core::{IntoContainerPort, WaitFor};
@@ -180,6 +210,12 @@ mod docker {
         fn prefix(&self) -> Option<PathBuf> {
             None
         }
+        fn net(&self) -> Net<'_> {
+            Net::Own
+        }
+        fn pid(&self) -> Option<u32> {
+            None
+        }
     }
 
     fn docker(args: &[&str]) -> Option<std::process::Output> {
@@ -197,14 +233,14 @@ mod docker {
     pub(super) fn start(image: &str, tag: &str, site: &Site) -> Result<DockerNginx> {
         let env = Environment {
             prefix: "/tmp".into(),
-            http_front: "8080".into(),
-            stream_front: "8081".into(),
+            http_front: site::FRONT_HTTP_PORT.to_string(),
+            stream_front: site::FRONT_STREAM_PORT.to_string(),
             stream_module: Some("/usr/lib/nginx/modules/ngx_stream_module.so".into()),
             user_root: true,
         };
         let conf = site::render(site, &env);
         let request = GenericImage::new(image, tag)
-            .with_exposed_port(8080.tcp())
+            .with_exposed_port(site::FRONT_HTTP_PORT.tcp())
             .with_wait_for(WaitFor::message_on_stderr("start worker process"))
             .with_cmd(["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf"])
             .with_copy_to("/etc/nginx/nginx.conf", conf.into_bytes())
@@ -222,10 +258,14 @@ mod docker {
             hc.extra_hosts = Some(extra.clone());
             hc.publish_all_ports = Some(false);
             let binding = PortBinding { host_ip: Some("127.0.0.1".into()), host_port: Some(String::new()) };
-            hc.port_bindings = Some(HashMap::from([("8080/tcp".to_string(), Some(vec![binding]))]));
+            hc.port_bindings = Some(HashMap::from([(format!("{}/tcp", site::FRONT_HTTP_PORT), Some(vec![binding]))]));
+            // The container's own namespace: fix its ephemeral range so that no topology port is in it
+            // (a dead server's port must never become nginx's source port; see `super::netns`).
+            let range = format!("{} {}", EPHEMERAL_PORTS.start(), EPHEMERAL_PORTS.end());
+            hc.sysctls = Some(HashMap::from([("net.ipv4.ip_local_port_range".to_string(), range)]));
         });
         let container = request.start().with_context(|| format!("starting container {image}:{tag}"))?;
-        let port = container.get_host_port_ipv4(8080.tcp())?;
+        let port = container.get_host_port_ipv4(site::FRONT_HTTP_PORT.tcp())?;
         let front = SocketAddr::from(([127, 0, 0, 1], port));
         Ok(DockerNginx { container, front })
     }

@@ -4,8 +4,9 @@
 //! per-worker simulator exactly the request order nginx saw — and pipelining keeps the connection busy.
 //! Keys travel as raw bytes in the `X-Key` header (never URL-encoded).
 
+use super::netns::Net;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// What nginx answered to one request.
@@ -17,14 +18,19 @@ pub struct Response {
     pub upstream_addr: Option<String>,
 }
 
-/// Sends one GET per key (no `X-Key` header for an empty key) on a single connection and returns the
-/// responses in order. `progress` is called with the number of responses read so far, every 256.
+/// Sends one GET per key (no `X-Key` header for an empty key) on a single connection to `front` (opened
+/// in `net`) and returns the responses in order. `progress` is called with the number of responses read so far, every 256.
 ///
 /// # Errors
 ///
 /// I/O errors, a connection closed early, or an unparsable response.
-pub fn pipeline(front: SocketAddr, keys: &[Vec<u8>], progress: &mut dyn FnMut(usize)) -> io::Result<Vec<Response>> {
-    let stream = TcpStream::connect_timeout(&front, Duration::from_secs(5))?;
+pub fn pipeline(
+    net: Net<'_>,
+    front: SocketAddr,
+    keys: &[Vec<u8>],
+    progress: &mut dyn FnMut(usize),
+) -> io::Result<Vec<Response>> {
+    let stream = net.connect(front, None, Duration::from_secs(5))?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut writer = stream.try_clone()?;
@@ -57,6 +63,18 @@ pub fn pipeline(front: SocketAddr, keys: &[Vec<u8>], progress: &mut dyn FnMut(us
     })?;
     progress(keys.len());
     Ok(responses)
+}
+
+/// One `GET path` on a connection of its own (the harness's probes).
+///
+/// # Errors
+///
+/// I/O errors or an unparsable response.
+pub fn get(net: Net<'_>, front: SocketAddr, path: &str) -> io::Result<Response> {
+    let mut stream = net.connect(front, None, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stream.write_all(format!("GET {path} HTTP/1.1\r\nHost: parity\r\nConnection: close\r\n\r\n").as_bytes())?;
+    read_response(&mut BufReader::new(&stream))
 }
 
 fn request(key: &[u8]) -> Vec<u8> {

@@ -6,13 +6,13 @@
 //! Only `scripts/record-vectors` writes records; the fixtures are regenerated from records by the same
 //! command (`--offline` skips nginx). Nothing here derives an expected result from this library.
 
-use super::backend::{Backend, Instance};
+use super::backend::{Backend, Instance, log_tail};
 use super::catalog::{Case, UNIX_DIR};
 use super::client::pipeline;
 use super::install::Installation;
-use super::parity::{Model, http_site};
+use super::parity::{Model, http_site, resolve_through_nginx};
 use super::site::HTTP_KEY;
-use super::topology::{Endpoint, Listen, Spelling, Topology, UPSTREAM};
+use super::topology::{Topology, UPSTREAM};
 use crate::server::Server;
 use crate::upstream::{Method, Peer, Upstream};
 use crate::version::NginxVersion;
@@ -21,9 +21,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Every flag a vector may carry: name, Wycheproof `bugType`, description.
 pub const FLAGS: &[(&str, &str, &str)] = &[
@@ -295,74 +293,16 @@ pub fn utc_today() -> String {
 /// resolver returned them (asked through probe upstreams in the same nginx).
 fn start(install: &Installation, topology: &mut Topology) -> Result<Box<dyn Instance>> {
     std::fs::create_dir_all(UNIX_DIR).with_context(|| format!("creating {UNIX_DIR}"))?;
+    // nginx never unlinks a socket file left by an earlier (killed) instance; the catalog lock makes these
+    // paths ours. The TCP addresses are nginx's alone: it runs in a network namespace of its own.
+    for e in std::fs::read_dir(UNIX_DIR)?.flatten() {
+        let _ = std::fs::remove_file(e.path());
+    }
     let backend = Backend::Local(install.clone());
     let probe = !topology.hosts.is_empty();
-    let site = http_site(topology, probe);
-    let mut tries = 0;
-    let instance = loop {
-        // nginx never unlinks a socket file left by an earlier (killed) instance; the catalog lock makes
-        // these paths ours.
-        for e in std::fs::read_dir(UNIX_DIR)?.flatten() {
-            let _ = std::fs::remove_file(e.path());
-        }
-        let instance = backend.start(&site, backend.prefix()?)?;
-        // The front accepts connections as soon as it is bound, possibly while nginx still retries binding
-        // a later address; only "start worker process" means the whole config is up.
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        let logs = loop {
-            let logs = instance.logs();
-            if logs.contains("start worker process") || logs.contains("still could not bind") {
-                break logs;
-            }
-            if std::time::Instant::now() > deadline {
-                bail!("nginx did not start its worker within 15 s:\n{logs}");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        if !logs.contains("still could not bind") {
-            break instance;
-        }
-        // Another test may hold a shared address (e.g. [::1]:80) for a moment.
-        tries += 1;
-        if tries > 10 {
-            bail!("nginx could not bind its listeners:\n{logs}");
-        }
-        drop(instance);
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let instance = backend.start(&http_site(topology, probe), backend.prefix()?)?;
     if probe {
-        let client = reqwest::blocking::Client::builder().no_proxy().build()?;
-        for (i, name) in topology.hostnames().into_iter().enumerate() {
-            let url = format!("http://{}/__resolve/{i}", instance.http_front());
-            let resp = client
-                .get(&url)
-                .send()
-                .with_context(|| format!("probing {name} at {url}\nnginx said:\n{}", instance.logs()))?;
-            let addrs = resp.headers().get("x-upstream").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-            let ips = addrs
-                .split(", ")
-                .map(|a| a.parse::<SocketAddr>().map(|sa| sa.ip()))
-                .collect::<std::result::Result<Vec<IpAddr>, _>>()
-                .with_context(|| format!("nginx reported {addrs:?} for {name}"))?;
-            for line in topology.lines.iter_mut() {
-                if !matches!(line.spelling, Spelling::Hostname | Spelling::HostnameTwoAddresses) {
-                    continue;
-                }
-                let (host, port) = match line.server.rsplit_once(':') {
-                    Some((h, p)) => (h, p.parse::<u16>().context("hostname port")?),
-                    None => (line.server.as_str(), 80),
-                };
-                if host == name {
-                    line.endpoints = ips
-                        .iter()
-                        .map(|&ip| {
-                            let a = SocketAddr::new(ip, port);
-                            Endpoint { listen: Listen::Tcp(a), name: a.to_string() }
-                        })
-                        .collect();
-                }
-            }
-        }
+        resolve_through_nginx(instance.as_ref(), topology)?;
     }
     Ok(instance)
 }
@@ -388,8 +328,8 @@ pub fn peers_of(topology: &Topology) -> Vec<PeerRecord> {
 }
 
 fn send(instance: &dyn Instance, keys: &[Vec<u8>], logs: &dyn Fn() -> String) -> Result<Vec<Observed>> {
-    let responses = pipeline(instance.http_front(), keys, &mut |_| {})
-        .with_context(|| format!("talking to nginx\nnginx said:\n{}", logs()))?;
+    let responses = pipeline(instance.net(), instance.http_front(), keys, &mut |_| {})
+        .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&logs())))?;
     responses
         .into_iter()
         .map(|r| {

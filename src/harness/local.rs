@@ -1,11 +1,15 @@
-//! nginx as a local process: its own prefix, `daemon off`, ephemeral ports, killed with its whole process
-//! group when dropped — and reaped on the next run if the owner died without dropping it.
+//! nginx as a local process: its own prefix, `daemon off`, its own network namespace (as root; see
+//! [`super::netns`]), killed with its whole process group when dropped — and reaped on the next run if the
+//! owner died without dropping it.
 
+use super::backend::log_tail;
 use super::install::Installation;
+use super::netns::{self, Net, NetNs};
 use super::site::{self, Environment, Site};
+use super::topology::SERVICE_PORTS;
 use anyhow::{Context, Result, bail};
 use std::io::Read;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -21,6 +25,8 @@ pub struct LocalNginx {
     http_front: SocketAddr,
     stream_front: SocketAddr,
     stderr: Arc<Mutex<String>>,
+    /// nginx's private network namespace; `None` when not root (nginx then shares this machine's loopback).
+    netns: Option<NetNs>,
 }
 
 /// Directory holding one file per running nginx: `<process group>` containing the owner's pid.
@@ -74,8 +80,13 @@ impl LocalNginx {
     pub fn start(install: &Installation, site: &Site, prefix: PathBuf) -> Result<LocalNginx> {
         reap_stale();
         let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
-        let http_front = SocketAddr::new(loopback, free_port(loopback)?);
-        let stream_front = SocketAddr::new(loopback, free_port(loopback)?);
+        let isolated = netns::available();
+        let (http_front, stream_front) = if isolated {
+            (SocketAddr::new(loopback, site::FRONT_HTTP_PORT), SocketAddr::new(loopback, site::FRONT_STREAM_PORT))
+        } else {
+            check_shared_loopback()?;
+            (SocketAddr::new(loopback, free_port(loopback)?), SocketAddr::new(loopback, free_port(loopback)?))
+        };
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let env = Environment {
@@ -87,14 +98,20 @@ impl LocalNginx {
         };
         let conf = prefix.join("nginx.conf");
         std::fs::write(&conf, site::render(site, &env))?;
-        let mut cmd = match &site.hosts {
+        let mut cmd = Command::new(install.binary());
+        let hosts_file = match &site.hosts {
             Some(hosts) => {
-                let hosts_file = prefix.join("hosts");
-                std::fs::write(&hosts_file, hosts)?;
-                hosts_namespace_command(&hosts_file, &install.binary())
+                let file = prefix.join("hosts");
+                std::fs::write(&file, hosts)?;
+                Some(file)
             }
-            None => Command::new(install.binary()),
+            None => None,
         };
+        if isolated {
+            netns::isolate(&mut cmd, hosts_file.as_deref())?;
+        } else if hosts_file.is_some() {
+            bail!("a private hosts file needs root (a private mount namespace)");
+        }
         cmd.arg("-p").arg(&prefix).arg("-c").arg(&conf).arg("-e").arg("stderr");
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         cmd.process_group(0);
@@ -106,6 +123,8 @@ impl LocalNginx {
             });
         }
         let mut child = cmd.spawn().with_context(|| format!("starting {}", install.binary().display()))?;
+        // `spawn` returns after `exec`, so the namespace exists by now.
+        let netns = if isolated { Some(NetNs::of(child.id()).context("nginx's network namespace")?) } else { None };
         let registry_entry = registry().join(child.id().to_string());
         std::fs::create_dir_all(registry())?;
         std::fs::write(&registry_entry, std::process::id().to_string())?;
@@ -129,7 +148,7 @@ impl LocalNginx {
                 }
             }
         });
-        let mut nginx = LocalNginx { child, prefix, registry_entry, http_front, stream_front, stderr };
+        let mut nginx = LocalNginx { child, prefix, registry_entry, http_front, stream_front, stderr, netns };
         nginx.wait_ready()?;
         Ok(nginx)
     }
@@ -148,17 +167,18 @@ impl LocalNginx {
                 while Instant::now() < until && self.stderr().is_empty() {
                     std::thread::yield_now();
                 }
-                bail!("nginx exited during startup:\n{}", self.stderr());
+                bail!("nginx exited during startup:\n{}", log_tail(&self.stderr()));
             }
             let started = self.stderr().contains("start worker process");
             if started {
-                pending.retain(|a| TcpStream::connect_timeout(a, Duration::from_millis(200)).is_err());
+                let net = self.net();
+                pending.retain(|a| net.connect(*a, None, Duration::from_millis(200)).is_err());
             }
             if started && pending.is_empty() {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                bail!("nginx did not listen on {pending:?} within 15 s:\n{}", self.stderr());
+                bail!("nginx did not listen on {pending:?} within 15 s:\n{}", log_tail(&self.stderr()));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -174,6 +194,21 @@ impl LocalNginx {
         self.stream_front
     }
 
+    /// Where connections to this nginx are opened.
+    pub fn net(&self) -> Net<'_> {
+        self.netns.as_ref().map_or(Net::Own, Net::Private)
+    }
+
+    /// nginx's private network namespace (`None` when not root).
+    pub fn netns(&self) -> Option<&NetNs> {
+        self.netns.as_ref()
+    }
+
+    /// The master process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The prefix directory (logs, sockets).
     pub fn prefix(&self) -> &Path {
         &self.prefix
@@ -185,19 +220,21 @@ impl LocalNginx {
     }
 }
 
-/// `unshare -m` + a bind mount of a private hosts file over `/etc/hosts`, then exec `program`.
-pub fn hosts_namespace_command(hosts: &Path, program: &Path) -> Command {
-    let mut cmd = Command::new("unshare");
-    cmd.arg("--mount")
-        .arg("--propagation")
-        .arg("private")
-        .arg("sh")
-        .arg("-c")
-        .arg("mount --bind \"$1\" /etc/hosts && shift && exec \"$@\"")
-        .arg("sh")
-        .arg(hosts)
-        .arg(program);
-    cmd
+/// Without a private namespace nginx shares this machine's loopback: at least make sure the kernel never
+/// hands out a topology port as a source port (see [`super::netns`]).
+fn check_shared_loopback() -> Result<()> {
+    let own = netns::own_ephemeral_ports().context("reading the ephemeral port range")?;
+    if own.start() <= SERVICE_PORTS.end() && SERVICE_PORTS.start() <= own.end() {
+        bail!(
+            "the ephemeral port range {}-{} overlaps the harness's ports {}-{}; run as root (private \
+             namespaces) or move the range (sysctl net.ipv4.ip_local_port_range)",
+            own.start(),
+            own.end(),
+            SERVICE_PORTS.start(),
+            SERVICE_PORTS.end()
+        );
+    }
+    Ok(())
 }
 
 impl Drop for LocalNginx {

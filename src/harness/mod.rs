@@ -2,7 +2,8 @@
 //! sent to both, and every `$upstream_addr` compared.
 //!
 //! * [`install`] finds the nginx builds `scripts/provision-nginx` unpacked from Debian's packages.
-//! * [`backend`] runs one as a local process ([`local`]) or in a container (testcontainers).
+//! * [`backend`] runs one as a local process ([`local`], in a network namespace of its own: [`netns`]) or in
+//!   a container (testcontainers).
 //! * [`topology`] generates random upstreams in every legal `server` spelling; [`site`] renders them with
 //!   echo listeners inside the same nginx.
 //! * [`parity`] plans request sequences (random keys, the empty key, and [`forge`]d keys at both ends of
@@ -20,6 +21,7 @@ pub mod forge;
 pub mod golden;
 pub mod install;
 pub mod local;
+pub mod netns;
 pub mod parity;
 pub mod site;
 pub mod stream;

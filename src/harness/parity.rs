@@ -1,7 +1,7 @@
 //! Runs request sequences against nginx and against a model, and compares `$upstream_addr` exactly.
 
-use super::backend::{Backend, Instance};
-use super::client::{Response, pipeline};
+use super::backend::{Backend, Instance, log_tail};
+use super::client::{Response, get, pipeline};
 use super::forge::Forger;
 use super::site::{HTTP_KEY, Part, Site};
 use super::topology::{Topology, UPSTREAM, random_keys};
@@ -192,23 +192,34 @@ pub fn start(backend: &Backend, topology: &mut Topology) -> Result<Session> {
     let probe = matches!(backend, Backend::Docker { .. }) && !topology.hosts.is_empty();
     let instance = backend.start(&http_site(topology, probe), backend.prefix()?)?;
     if probe {
-        let client = reqwest::blocking::Client::builder().no_proxy().build()?;
-        let mut resolved = Vec::new();
-        for (i, name) in topology.hostnames().into_iter().enumerate() {
-            let url = format!("http://{}/__resolve/{i}", instance.http_front());
-            let resp = client.get(&url).send().with_context(|| format!("probing {name} at {url}"))?;
-            let addrs = resp.headers().get("x-upstream").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-            let ips = addrs
-                .split(", ")
-                .map(|a| a.parse::<std::net::SocketAddr>().map(|sa| sa.ip()))
-                .collect::<std::result::Result<Vec<_>, _>>()
-                .with_context(|| format!("nginx reported {addrs:?} for {name}"))?;
-            resolved.push((name, ips));
-        }
-        topology
-            .set_resolution(|n| resolved.iter().find(|(m, _)| m == n).map(|(_, ips)| ips.clone()).unwrap_or_default());
+        resolve_through_nginx(instance.as_ref(), topology)?;
     }
     Ok(Session { instance, describe: backend.describe() })
+}
+
+/// Asks nginx (started with [`http_site`]`(topology, true)`) in which order its resolver returned each
+/// hostname's addresses, and gives `topology` those endpoints.
+///
+/// # Errors
+///
+/// nginx not answering a probe, or answering something that is not a list of addresses.
+pub fn resolve_through_nginx(instance: &dyn Instance, topology: &mut Topology) -> Result<()> {
+    let mut resolved = Vec::new();
+    for (i, name) in topology.hostnames().into_iter().enumerate() {
+        let path = format!("/__resolve/{i}");
+        let resp = get(instance.net(), instance.http_front(), &path).with_context(|| {
+            format!("probing {name} at {path}\nnginx's error log ends:\n{}", log_tail(&instance.logs()))
+        })?;
+        let addrs = resp.upstream_addr.unwrap_or_default();
+        let ips = addrs
+            .split(", ")
+            .map(|a| a.parse::<std::net::SocketAddr>().map(|sa| sa.ip()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .with_context(|| format!("nginx reported {addrs:?} for {name}"))?;
+        resolved.push((name, ips));
+    }
+    topology.set_resolution(|n| resolved.iter().find(|(m, _)| m == n).map(|(_, ips)| ips.clone()).unwrap_or_default());
+    Ok(())
 }
 
 impl Session {
@@ -231,8 +242,13 @@ impl Session {
     ///
     /// The connection failing (nginx's error output is attached).
     pub fn send(&self, keys: &[Vec<u8>], progress: &mut dyn FnMut(usize)) -> Result<Vec<Response>> {
-        pipeline(self.instance.http_front(), keys, progress)
-            .with_context(|| format!("talking to nginx ({})\nnginx said:\n{}", self.describe, self.instance.logs()))
+        pipeline(self.instance.net(), self.instance.http_front(), keys, progress).with_context(|| {
+            format!(
+                "talking to nginx ({})\nnginx's error log ends:\n{}",
+                self.describe,
+                log_tail(&self.instance.logs())
+            )
+        })
     }
 
     /// nginx's error output so far.
@@ -240,9 +256,19 @@ impl Session {
         self.instance.logs()
     }
 
-    /// The front server's address (for load generators).
+    /// The front server's address (for load generators), reached through [`Session::net`].
     pub fn http_front(&self) -> std::net::SocketAddr {
         self.instance.http_front()
+    }
+
+    /// Where connections to the front server are opened.
+    pub fn net(&self) -> super::netns::Net<'_> {
+        self.instance.net()
+    }
+
+    /// The local nginx master's process id (`None` in a container).
+    pub fn pid(&self) -> Option<u32> {
+        self.instance.pid()
     }
 
     /// Where the rendered `nginx.conf` and `hosts` live (local processes only).

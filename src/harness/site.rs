@@ -41,6 +41,12 @@ pub struct Environment {
     pub user_root: bool,
 }
 
+/// The front servers' ports in a private namespace or a container (on `127.0.0.1`; no topology uses that
+/// address, and both ports are outside [`super::netns::EPHEMERAL_PORTS`]).
+pub const FRONT_HTTP_PORT: u16 = 8080;
+/// See [`FRONT_HTTP_PORT`].
+pub const FRONT_STREAM_PORT: u16 = 8081;
+
 /// The key expression the HTTP upstream hashes: the raw bytes of the `X-Key` request header.
 pub const HTTP_KEY: &str = "$http_x_key";
 /// The key expression the stream upstream hashes: the client's source port.

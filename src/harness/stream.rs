@@ -1,14 +1,13 @@
 //! The stream module (`stream { upstream { hash $remote_port consistent; } }`): same algorithm, keyed by the
 //! client's source port, which this client chooses by binding before it connects.
 
-use super::backend::{Backend, Instance};
+use super::backend::{Backend, Instance, log_tail};
 use super::parity::Model;
 use super::site::{Part, STREAM_KEY, Site};
 use super::topology::Topology;
 use anyhow::{Context, Result, bail};
 use std::io::Read;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
-use std::os::fd::FromRawFd;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
 /// The stream upstream's site: the topology's lines under `hash $remote_port`.
@@ -21,42 +20,6 @@ pub fn stream_site(topology: &Topology) -> Site {
         }),
         hosts: None,
         probes: Vec::new(),
-    }
-}
-
-/// Opens a TCP connection from `127.0.0.1:source_port` to `to`.
-fn connect_from(source_port: u16, to: SocketAddrV4) -> std::io::Result<TcpStream> {
-    // SAFETY: plain socket calls on a descriptor we own; it is closed on every error path.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let stream = TcpStream::from_raw_fd(fd);
-        let one: libc::c_int = 1;
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEADDR,
-            &one as *const _ as *const libc::c_void,
-            std::mem::size_of_val(&one) as libc::socklen_t,
-        );
-        let sa = |a: SocketAddrV4| libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: a.port().to_be(),
-            sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
-            sin_zero: [0; 8],
-        };
-        let local = sa(SocketAddrV4::new(Ipv4Addr::LOCALHOST, source_port));
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        if libc::bind(fd, &local as *const _ as *const libc::sockaddr, len) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let remote = sa(to);
-        if libc::connect(fd, &remote as *const _ as *const libc::sockaddr, len) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(stream)
     }
 }
 
@@ -85,10 +48,14 @@ pub fn run_stream(
     let (Some(front), Some(log)) = (instance.stream_front(), instance.stream_log()) else {
         bail!("{} cannot run stream checks (client source ports are not preserved)", backend.describe());
     };
-    let SocketAddr::V4(front) = front else { bail!("stream front must be IPv4") };
+    let SocketAddr::V4(_) = front else { bail!("stream front must be IPv4") };
+    let net = instance.net();
     let mut used = Vec::with_capacity(ports.len());
     for &port in ports {
-        let Ok(mut s) = connect_from(port, front) else { continue };
+        let from = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let mut s = net
+            .connect(front, Some(from), Duration::from_secs(5))
+            .with_context(|| format!("connecting to the stream front {front} from {from}"))?;
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut sink = Vec::new();
         let _ = s.read_to_end(&mut sink);
@@ -102,7 +69,7 @@ pub fn run_stream(
             break lines;
         }
         if Instant::now() > deadline {
-            bail!("stream log has {} of {} sessions\n{}", lines.len(), used.len(), instance.logs());
+            bail!("stream log has {} of {} sessions\n{}", lines.len(), used.len(), log_tail(&instance.logs()));
         }
         std::thread::sleep(Duration::from_millis(20));
     };

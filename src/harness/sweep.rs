@@ -1,7 +1,6 @@
 //! A parity sweep: many random topologies × keys × nginx versions, with a readable summary.
 
 use super::backend::Backend;
-use super::local::hosts_namespace_command;
 use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions};
 use super::stream;
 use super::topology::{Capabilities, Topology, TopologyOptions};
@@ -121,13 +120,15 @@ pub enum Event<'a> {
     Done(usize),
 }
 
-/// Resolves `names` the way nginx will see them: our resolver run in a mount namespace with `hosts` over
-/// `/etc/hosts` (the same namespace trick the local backend uses for nginx).
+/// Resolves `names` the way nginx will see them: our resolver run in the same kind of private namespaces the
+/// local backend starts nginx in, with `hosts` over `/etc/hosts`.
 pub fn resolve_in_namespace(exe: &Path, hosts: &str, names: &[String]) -> Result<Vec<(String, Vec<IpAddr>)>> {
     let dir = super::local::fresh_prefix()?;
     let file = dir.join("hosts");
     std::fs::write(&file, hosts)?;
-    let out = hosts_namespace_command(&file, exe).arg("resolve-hosts").args(names).output();
+    let out = super::netns::isolated_command(exe, Some(&file))
+        .map(|mut cmd| cmd.arg("resolve-hosts").args(names).output())
+        .and_then(|r| r);
     let _ = std::fs::remove_dir_all(&dir);
     let out = out.context("running the resolver helper")?;
     if !out.status.success() {

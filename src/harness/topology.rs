@@ -138,12 +138,19 @@ pub struct Topology {
     pub hosts: Vec<(IpAddr, String)>,
 }
 
+/// Ports of topology addresses (live or dead), besides port 80: outside
+/// [`super::netns::EPHEMERAL_PORTS`], so the kernel never hands one out as a source port and a dead
+/// server's port can never connect to itself.
+pub const SERVICE_PORTS: std::ops::RangeInclusive<u16> = 10000..=32767;
+const _: () = assert!(*SERVICE_PORTS.end() < *super::netns::EPHEMERAL_PORTS.start());
+
 /// The upstream name used in rendered configs.
 pub const UPSTREAM: &str = "parity";
 
 impl Topology {
-    /// A reproducible random topology. Listening ports are not checked for availability here: addresses
-    /// are random in 127/8, so collisions with other listeners are unlikely, and nginx reports any.
+    /// A reproducible random topology. Every port is in [`SERVICE_PORTS`] (or 80); addresses are random in
+    /// 127/8 (never 127.0.0.1, where the front servers listen) and `[::1]`: nginx runs in a namespace of its
+    /// own (see [`super::netns`]), so nothing else can hold them.
     pub fn random(seed: u64, options: &TopologyOptions, caps: &Capabilities) -> Topology {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let method =
@@ -192,7 +199,7 @@ impl Topology {
                 }
             };
             let mut fresh_port = |rng: &mut ChaCha8Rng| loop {
-                let p: u16 = rng.random_range(20000..=60999);
+                let p: u16 = rng.random_range(SERVICE_PORTS);
                 if used_ports.insert(p) {
                     return p;
                 }

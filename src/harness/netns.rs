@@ -1,0 +1,281 @@
+//! Each local nginx runs in a private network namespace, so nothing else on the machine can take its
+//! addresses and it can take nobody else's.
+//!
+//! Why: the proof needs some addresses to *refuse* connections (dead servers) and others to be bound by
+//! nginx at start. On a shared loopback both can fail for reasons of their own: another nginx of a
+//! concurrent test may listen on the same `[::1]` port; and a closed port inside the kernel's ephemeral
+//! range can be handed to nginx's own outgoing connection as its source port, so the connection to a
+//! "dead" `[::1]:port` reaches itself (TCP simultaneous open) and gets its own request back as a reply.
+//!
+//! How, made impossible rather than rare:
+//! * the child is started in fresh network and mount namespaces (`unshare(2)` before `exec`), where only
+//!   `lo` exists (brought up here) and nginx is the only process;
+//! * the namespace's ephemeral range is set to [`EPHEMERAL_PORTS`], and every address a topology or the
+//!   golden catalog listens on or leaves dead uses a port outside it (see
+//!   [`super::topology::SERVICE_PORTS`]), so the kernel never picks such a port as a source port;
+//! * a private `/etc/hosts` can be bind-mounted for nginx's resolver.
+//!
+//! This process reaches nginx through sockets it creates inside that namespace ([`NetNs::run`]).
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::ops::RangeInclusive;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The ephemeral port range inside every namespace (and container) the harness starts nginx in. No
+/// address of a topology, of the golden catalog or of a front server uses a port in it.
+pub const EPHEMERAL_PORTS: RangeInclusive<u16> = 32768..=60999;
+
+/// Whether this process can create namespaces (root).
+pub fn available() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Makes `cmd` start in fresh network and mount namespaces: `lo` up, [`EPHEMERAL_PORTS`] as the ephemeral
+/// range, and `hosts` (if any) bind-mounted over `/etc/hosts`.
+///
+/// # Errors
+///
+/// A hosts path with a NUL byte. Failures inside the child (not root, no namespace support) make
+/// [`Command::spawn`] fail with the OS error.
+pub fn isolate(cmd: &mut Command, hosts: Option<&Path>) -> io::Result<()> {
+    let cstr = |b: &[u8]| CString::new(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+    let hosts = hosts.map(|p| cstr(p.as_os_str().as_bytes())).transpose()?;
+    let etc_hosts = cstr(b"/etc/hosts")?;
+    let root = cstr(b"/")?;
+    let range_file = cstr(b"/proc/sys/net/ipv4/ip_local_port_range")?;
+    let range = format!("{} {}\n", EPHEMERAL_PORTS.start(), EPHEMERAL_PORTS.end()).into_bytes();
+    // SAFETY: between fork and exec the closure only makes system calls on memory prepared above; it
+    // allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let check = |r: libc::c_int| if r < 0 { Err(io::Error::last_os_error()) } else { Ok(r) };
+            check(libc::unshare(libc::CLONE_NEWNET | libc::CLONE_NEWNS))?;
+            check(libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ))?;
+            if let Some(hosts) = &hosts {
+                check(libc::mount(
+                    hosts.as_ptr(),
+                    etc_hosts.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                ))?;
+            }
+            let fd = check(libc::open(range_file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
+            let written = libc::write(fd, range.as_ptr().cast(), range.len());
+            libc::close(fd);
+            if written != range.len() as isize {
+                return Err(io::Error::last_os_error());
+            }
+            loopback_up()
+        });
+    }
+    Ok(())
+}
+
+/// `program` in fresh namespaces as [`isolate`] makes them.
+///
+/// # Errors
+///
+/// As [`isolate`].
+pub fn isolated_command(program: impl AsRef<std::ffi::OsStr>, hosts: Option<&Path>) -> io::Result<Command> {
+    let mut cmd = Command::new(program);
+    isolate(&mut cmd, hosts)?;
+    Ok(cmd)
+}
+
+/// Brings `lo` up in the current network namespace (only system calls: safe between fork and exec).
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: an ifreq zero-initialised and filled with a NUL-terminated name; the socket is closed.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+            *dst = *src as libc::c_char;
+        }
+        let mut r = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
+        if r == 0 {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            r = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
+        }
+        let err = io::Error::last_os_error();
+        libc::close(fd);
+        if r != 0 { Err(err) } else { Ok(()) }
+    }
+}
+
+/// The network namespace of a running process, entered by short-lived threads to open sockets there.
+#[derive(Debug)]
+pub struct NetNs {
+    file: File,
+    path: PathBuf,
+}
+
+impl NetNs {
+    /// The network namespace of process `pid`.
+    ///
+    /// # Errors
+    ///
+    /// The process is gone.
+    pub fn of(pid: u32) -> io::Result<NetNs> {
+        let path = PathBuf::from(format!("/proc/{pid}/ns/net"));
+        Ok(NetNs { file: File::open(&path)?, path })
+    }
+
+    /// `/proc/<pid>/ns/net`, e.g. for `nsenter --net=…`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on a thread that has joined this namespace; sockets it creates stay in the namespace.
+    ///
+    /// # Errors
+    ///
+    /// Joining the namespace failed.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+        let fd = self.file.as_raw_fd();
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                // SAFETY: setns on a namespace descriptor we hold open; affects this thread only.
+                if unsafe { libc::setns(fd, libc::CLONE_NEWNET) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(f())
+            })
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("thread in the namespace panicked")))
+        })
+    }
+}
+
+/// Where a connection is opened: this process's own network namespace or another one.
+#[derive(Debug, Clone, Copy)]
+pub enum Net<'a> {
+    /// The namespace this process runs in (containers publish their port here).
+    Own,
+    /// A private namespace.
+    Private(&'a NetNs),
+}
+
+impl Net<'_> {
+    /// Opens a TCP connection to `to`, from the source address `from` if given (the stream check chooses
+    /// its source ports).
+    ///
+    /// # Errors
+    ///
+    /// Connecting failed (refused, timed out, the source address busy).
+    pub fn connect(self, to: SocketAddr, from: Option<SocketAddr>, timeout: Duration) -> io::Result<TcpStream> {
+        let open = move || match from {
+            None => TcpStream::connect_timeout(&to, timeout),
+            Some(from) => connect_from(from, to),
+        };
+        match self {
+            Net::Own => open(),
+            Net::Private(ns) => ns.run(open)?,
+        }
+    }
+}
+
+/// A blocking connect from a chosen source address.
+fn connect_from(from: SocketAddr, to: SocketAddr) -> io::Result<TcpStream> {
+    let (SocketAddr::V4(from), SocketAddr::V4(to)) = (from, to) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "source-bound connections are IPv4 only"));
+    };
+    // SAFETY: plain socket calls on a descriptor owned by `stream`, which closes it on every error path.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let stream = TcpStream::from_raw_fd(fd);
+        let one: libc::c_int = 1;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_REUSEADDR,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of_val(&one) as libc::socklen_t,
+        );
+        let sa = |a: std::net::SocketAddrV4| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: a.port().to_be(),
+            sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+            sin_zero: [0; 8],
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let local = sa(from);
+        if libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let remote = sa(to);
+        if libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(stream)
+    }
+}
+
+/// The kernel's ephemeral range in this process's own namespace.
+///
+/// # Errors
+///
+/// `/proc` unreadable or in an unexpected format.
+pub fn own_ephemeral_ports() -> io::Result<RangeInclusive<u16>> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")?;
+    let bad = || io::Error::new(io::ErrorKind::InvalidData, format!("ip_local_port_range: {text:?}"));
+    let mut it = text.split_whitespace().map(|p| p.parse::<u16>().map_err(|_| bad()));
+    let (lo, hi) = (it.next().ok_or_else(bad)??, it.next().ok_or_else(bad)??);
+    Ok(lo..=hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    /// Inside a private namespace `lo` is up with both loopback addresses, the ephemeral range is ours, and
+    /// its addresses are its own: a port bound in this namespace is free there, and a listener there is
+    /// reached through [`Net::Private`].
+    #[test]
+    fn a_private_namespace_has_its_own_loopback() {
+        if !available() {
+            eprintln!("SKIP: not root");
+            return;
+        }
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        isolate(&mut cmd, None).expect("isolate");
+        let mut child = cmd.spawn().expect("spawn in a namespace");
+        let ns = NetNs::of(child.id()).expect("namespace");
+        let range = ns.run(own_ephemeral_ports).expect("enter").expect("range");
+        assert_eq!(range, EPHEMERAL_PORTS);
+        let outside = TcpListener::bind("127.0.0.1:0").expect("bind here");
+        let taken = outside.local_addr().unwrap();
+        let inside = ns.run(move || TcpListener::bind(taken)).expect("enter");
+        let inside = inside.expect("the same address is free in the namespace");
+        let v6 = ns.run(|| TcpListener::bind("[::1]:0").map(|l| l.local_addr().unwrap())).expect("enter");
+        assert!(v6.is_ok(), "[::1] exists in the namespace: {v6:?}");
+        assert!(Net::Private(&ns).connect(taken, None, Duration::from_secs(2)).is_ok());
+        drop(inside);
+        assert!(Net::Private(&ns).connect(taken, None, Duration::from_secs(2)).is_err(), "closed inside");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
