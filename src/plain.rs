@@ -21,25 +21,44 @@ pub struct RehashSequence<'k> {
     key: &'k [u8],
     sum: u32,
     rehash: u64,
+    /// A fresh CRC32 state, cloned for every step: `Hasher::new` detects the CPU's features on every call
+    /// (as the ring's lookup does, hash with a prepared state).
+    crc: crc32fast::Hasher,
 }
 
 impl<'k> RehashSequence<'k> {
     /// A fresh sequence for `key` (sum 0, rehash 0).
     pub fn new(key: &'k [u8]) -> Self {
-        RehashSequence { key, sum: 0, rehash: 0 }
+        RehashSequence { key, sum: 0, rehash: 0, crc: crc32fast::Hasher::new() }
     }
 
     /// Hashes the next rehash step and returns the new running sum (wrapping like nginx's `uint32_t`).
+    ///
+    /// Allocation-free: the decimal counter is written into a stack buffer.
     pub fn next_sum(&mut self) -> u32 {
-        let mut h = crc32fast::Hasher::new();
+        let mut h = self.crc.clone();
         if self.rehash > 0 {
-            h.update(self.rehash.to_string().as_bytes());
+            let mut digits = [0u8; 20]; // u64::MAX has 20 decimal digits
+            h.update(decimal(self.rehash, &mut digits));
         }
         h.update(self.key);
         let step = (h.finalize() >> 16) & 0x7fff;
         self.sum = self.sum.wrapping_add(step);
         self.rehash += 1;
         self.sum
+    }
+}
+
+/// `n` in decimal ASCII without leading zeros, written at the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
     }
 }
 
@@ -109,9 +128,30 @@ mod tests {
     }
 
     #[test]
+    fn decimal_matches_to_string() {
+        let mut buf = [0u8; 20];
+        for n in [0, 1, 9, 10, 11, 99, 100, 12345, u64::from(u32::MAX), u64::MAX - 1, u64::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes(), "{n}");
+        }
+    }
+
+    #[test]
     fn slots_follow_weights_in_list_order() {
         let owners: Vec<_> = (0..6).map(|w| slot_owner([2, 1, 3], w).unwrap()).collect();
         assert_eq!(owners, [0, 0, 1, 2, 2, 2]);
         assert_eq!(slot_owner(Vec::<u32>::new(), 3), None);
+    }
+
+    #[test]
+    fn rehash_steps_equal_the_allocating_definition() {
+        let key = b"/some/key";
+        let mut s = RehashSequence::new(key);
+        let mut sum = 0u32;
+        for rehash in 0..250u32 {
+            let mut input = if rehash == 0 { Vec::new() } else { rehash.to_string().into_bytes() };
+            input.extend_from_slice(key);
+            sum = sum.wrapping_add((crc32fast::hash(&input) >> 16) & 0x7fff);
+            assert_eq!(s.next_sum(), sum, "rehash {rehash}");
+        }
     }
 }
