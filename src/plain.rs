@@ -4,6 +4,8 @@
 //! bits 16..31 of the CRC32 (`(crc >> 16) & 0x7fff`), adds it to a running sum, and picks the weighted
 //! slot `sum mod total_weight` in list order (`down` peers keep their slots).
 
+use crate::upstream::List;
+
 /// The rehash sequence of one request: successive running sums for one key.
 ///
 /// # Example
@@ -29,7 +31,12 @@ pub struct RehashSequence<'k> {
 impl<'k> RehashSequence<'k> {
     /// A fresh sequence for `key` (sum 0, rehash 0).
     pub fn new(key: &'k [u8]) -> Self {
-        RehashSequence { key, sum: 0, rehash: 0, crc: crc32fast::Hasher::new() }
+        Self::with_crc(key, crc32fast::Hasher::new())
+    }
+
+    /// A fresh sequence hashing with `crc`, a prepared (never updated) CRC32 state.
+    pub(crate) fn with_crc(key: &'k [u8], crc: crc32fast::Hasher) -> Self {
+        RehashSequence { key, sum: 0, rehash: 0, crc }
     }
 
     /// Hashes the next rehash step and returns the new running sum (wrapping like nginx's `uint32_t`).
@@ -80,23 +87,64 @@ where
 {
     let weights = weights.into_iter();
     let total: u64 = weights.clone().map(u64::from).sum();
-    slot_in(weights, total, sum)
-}
-
-/// [`slot_owner`] with the total weight already known (the upstream keeps it, so the routing paths walk
-/// the weights once per rehash step instead of twice).
-pub(crate) fn slot_in(weights: impl IntoIterator<Item = u32>, total: u64, sum: u32) -> Option<usize> {
     if total == 0 {
         return None;
     }
     let mut w = u64::from(sum) % total;
-    for (i, weight) in weights.into_iter().enumerate() {
+    for (i, weight) in weights.enumerate() {
         if w < u64::from(weight) {
             return Some(i);
         }
         w -= u64::from(weight);
     }
     None
+}
+
+/// What an upstream using plain hash keeps: the weighted slots of its primary and backup lists, and a
+/// prepared CRC32 state for the rehash steps.
+#[derive(Debug, Clone)]
+pub(crate) struct Slots {
+    /// Per list (primary, backup): `ends[i]` is the end (exclusive) of peer `i`'s slots, the sum of the weights
+    /// of peers `0..=i`, so the last entry is the list's `total_weight` (`down` peers included, as in nginx).
+    ends: [Box<[u64]>; 2],
+    /// A fresh CRC32 state, never updated (see [`RehashSequence`]).
+    crc: crc32fast::Hasher,
+}
+
+impl Slots {
+    /// The slots of both lists, from their peers' weights in list order.
+    pub(crate) fn new(primary: impl IntoIterator<Item = u32>, backup: impl IntoIterator<Item = u32>) -> Slots {
+        let ends = |weights: &mut dyn Iterator<Item = u32>| -> Box<[u64]> {
+            weights
+                .scan(0u64, |end, w| {
+                    *end += u64::from(w);
+                    Some(*end)
+                })
+                .collect()
+        };
+        Slots { ends: [ends(&mut primary.into_iter()), ends(&mut backup.into_iter())], crc: crc32fast::Hasher::new() }
+    }
+
+    /// The peer of `list` whose weighted slot holds `sum mod total_weight`: [`slot_owner`], by binary search
+    /// over the slot ends.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the list is empty (nginx never hashes over an empty list).
+    pub(crate) fn owner(&self, list: List, sum: u32) -> usize {
+        let ends = match list {
+            List::Primary => &self.ends[0],
+            List::Backup => &self.ends[1],
+        };
+        let total = *ends.last().expect("lists used for hashing are not empty");
+        let w = u64::from(sum) % total;
+        ends.partition_point(|&end| end <= w)
+    }
+
+    /// The rehash sequence of one request for `key`, hashing with the prepared CRC32 state.
+    pub(crate) fn sequence<'k>(&self, key: &'k [u8]) -> RehashSequence<'k> {
+        RehashSequence::with_crc(key, self.crc.clone())
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +200,25 @@ mod tests {
             input.extend_from_slice(key);
             sum = sum.wrapping_add((crc32fast::hash(&input) >> 16) & 0x7fff);
             assert_eq!(s.next_sum(), sum, "rehash {rehash}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn slots_equal_slot_owner(
+            primary in proptest::collection::vec(1..=100u32, 1..20),
+            backup in proptest::collection::vec(1..=100u32, 0..5),
+            sums in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..50),
+        ) {
+            let slots = Slots::new(primary.iter().copied(), backup.iter().copied());
+            for sum in sums {
+                let want = slot_owner(primary.iter().copied(), sum);
+                proptest::prop_assert_eq!(Some(slots.owner(List::Primary, sum)), want);
+                if !backup.is_empty() {
+                    let want = slot_owner(backup.iter().copied(), sum);
+                    proptest::prop_assert_eq!(Some(slots.owner(List::Backup, sum)), want);
+                }
+            }
         }
     }
 }
