@@ -8,6 +8,7 @@
 //! counting global allocator, not estimated).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use nginx_ketama::ring::reference;
 use nginx_ketama::{Ring, Server};
 use pingora_ketama::{Bucket, Continuum};
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -112,33 +113,17 @@ fn slices<'a>(buf: &'a [u8], spans: &[(usize, usize)]) -> Vec<&'a [u8]> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The reference ring: nginx's algorithm written as plainly as possible (spec §3.1–3.3).
+// The reference ring (`nginx_ketama::ring::reference`): nginx's algorithm written as plainly as possible.
 
 /// Sorted, deduplicated `(hash, server index)` points, plus the hashes that more than one point generated.
-fn reference_ring(names: &[String], weight: u32) -> (Vec<(u32, usize)>, HashSet<u32>) {
-    let mut points = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let (host, port) = name.rsplit_once(':').expect("ip:port");
-        let mut prev = 0u32;
-        for _ in 0..weight * 160 {
-            let mut input = host.as_bytes().to_vec();
-            input.push(0);
-            input.extend_from_slice(port.as_bytes());
-            input.extend_from_slice(&prev.to_le_bytes());
-            prev = crc32fast::hash(&input);
-            points.push((prev, i));
-        }
-    }
-    points.sort_by_key(|&(h, _)| h); // stable: the earliest generated point first
-    let collided: HashSet<u32> = points.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| w[0].0).collect();
-    points.dedup_by_key(|&mut (h, _)| h);
-    (points, collided)
+fn reference_ring(servers: &[Server], weight: u32) -> (Vec<(u32, usize)>, HashSet<u32>) {
+    let all = reference::sorted_points(servers.iter().map(|s| (s, weight)));
+    let collided: HashSet<u32> = all.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| w[0].0).collect();
+    (reference::points(servers.iter().map(|s| (s, weight))), collided)
 }
 
 fn reference_lookup(points: &[(u32, usize)], key: &[u8]) -> (u32, usize) {
-    let h = crc32fast::hash(key);
-    let i = points.partition_point(|&(p, _)| p < h);
-    points[if i == points.len() { 0 } else { i }]
+    points[reference::locate(points, crc32fast::hash(key))]
 }
 
 /// Everything one shape needs: both rings built from the same servers.
@@ -172,7 +157,7 @@ fn fixture(n: usize, weight: u32) -> Fixture {
 /// equal the reference.
 fn check_agreement(f: &Fixture, keys: &[&[u8]]) {
     let names: Vec<String> = f.servers.iter().map(|s| s.as_str().to_string()).collect();
-    let (points, collided) = reference_ring(&names, f.weight);
+    let (points, collided) = reference_ring(&f.servers, f.weight);
     assert_eq!(f.ours.len(), points.len(), "{}: point count", f.label);
     for (i, p) in f.ours.points().enumerate() {
         assert_eq!((p.hash, p.server.as_str()), (points[i].0, names[points[i].1].as_str()), "{}: point {i}", f.label);

@@ -1,6 +1,7 @@
 //! Properties of consistent hashing that nginx's ring must have, over many random upstreams.
 
-use nginx_ketama::{Method, Peer, Route, Upstream};
+use nginx_ketama::ring::reference;
+use nginx_ketama::{Method, Peer, Route, Server, Upstream};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
@@ -132,6 +133,13 @@ fn point_counts_follow_weights() {
         for (name, w) in &distinct {
             let mine = ring.points().filter(|p| p.server.as_str() == name).count();
             assert!(mine <= 160 * *w as usize && mine + 2 >= 160 * *w as usize);
+        }
+        // And exactly: the ring is the reference ring, point for point.
+        let peers: Vec<(Server, u32)> = servers.iter().map(|(s, w)| (Server::new(s.as_str()), *w)).collect();
+        let want = reference::points(peers.iter().map(|(s, w)| (s, *w)));
+        assert_eq!(ring.len(), want.len());
+        for (p, &(h, i)) in ring.points().zip(&want) {
+            assert_eq!((p.hash, p.server), (h, &peers[i].0));
         }
     }
 }
