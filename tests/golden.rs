@@ -16,18 +16,13 @@ use nginx_ketama::ring::reference;
 use std::collections::BTreeSet;
 use std::path::Path;
 
+mod common;
+use common::snapshot_settings;
+
 fn records() -> Vec<Record> {
     let r = load_records(&records_dir()).expect("vectors/records is readable");
     assert!(!r.is_empty(), "no records in vectors/records — run scripts/record-vectors");
     r
-}
-
-fn settings() -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"));
-    s.set_prepend_module_to_snapshot(false);
-    s.set_omit_expression(true);
-    s
 }
 
 #[test]
@@ -53,7 +48,7 @@ fn library_reproduces_every_recorded_vector() {
 #[test]
 fn snapshots_match_records() {
     let records = records();
-    settings().bind(|| {
+    snapshot_settings().bind(|| {
         for record in &records {
             insta::assert_snapshot!(snapshot_name(&record.case), render_snapshot(record));
         }
