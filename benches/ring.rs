@@ -1,4 +1,4 @@
-//! Ring benchmarks: our [`Ring`] against `pingora-ketama`'s `Continuum` and against the cost of hashing the
+//! Ring benchmarks (and `Upstream::route` for both methods): our [`Ring`] against `pingora-ketama`'s `Continuum` and against the cost of hashing the
 //! key alone (`crc32fast::hash`, the floor no exact lookup can go under). Results and how to read them are in
 //! BENCHMARKS.md; `cargo bench --bench ring` runs everything, `benches/summarize.py` prints the table.
 //!
@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nginx_ketama::ring::reference;
-use nginx_ketama::{Ring, Server};
+use nginx_ketama::{Method, Peer, Ring, Route, Server, Upstream};
 use pingora_ketama::{Bucket, Continuum};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashSet;
@@ -290,6 +290,36 @@ fn benches(c: &mut Criterion) {
         g.bench_function("pingora", |b| b.iter(|| Continuum::new(black_box(&f.buckets))));
         g.finish();
     }
+
+    // `Upstream::route`, the whole stateless answer, for both methods over 100 servers: healthy, and with
+    // every third server `down` (consistent walks to the next points, plain rehashes: more CRC32 steps).
+    let names = server_names(100);
+    let mut g = c.benchmark_group("route/100x1");
+    g.throughput(Throughput::Elements(KEYS as u64));
+    for (label, method, down_every) in [
+        ("consistent", Method::Consistent, 0),
+        ("consistent-third-down", Method::Consistent, 3),
+        ("plain", Method::Plain, 0),
+        ("plain-third-down", Method::Plain, 3),
+    ] {
+        let peers = names
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Peer::new(s.as_str()).with_down(down_every > 0 && i % down_every == 0));
+        let up = Upstream::builder(method).peers(peers).build().expect("upstream");
+        g.bench_function(label, |b| {
+            b.iter(|| {
+                let mut acc = 0usize;
+                for &k in black_box(&keys) {
+                    if let Route::Server(s) = up.route(k) {
+                        acc = acc.wrapping_add(s as *const Server as usize);
+                    }
+                }
+                acc
+            })
+        });
+    }
+    g.finish();
 }
 
 fn keys_for_check() -> (Vec<u8>, Vec<(usize, usize)>) {
