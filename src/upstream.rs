@@ -502,7 +502,8 @@ impl Upstream {
                     return Route::RoundRobin;
                 }
                 let start = ring.locate_key(key);
-                // A fresh worker only skips `down` points: one look at the first point, then one per miss.
+                // A fresh worker passes only points whose server string has every peer `down`: the key's own
+                // point, then at most MAX_HASH_MISSES more.
                 for step in 0..=MAX_HASH_MISSES as usize {
                     let s = ring.server_index_at(start + step);
                     if chash.ring_server_up[s] {
