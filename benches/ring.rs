@@ -1,4 +1,4 @@
-//! Ring benchmarks: our [`Ring`] against `pingora-ketama`'s `Continuum` and against the cost of hashing the
+//! Ring benchmarks (and `Upstream::route` for both methods): our [`Ring`] against `pingora-ketama`'s `Continuum` and against the cost of hashing the
 //! key alone (`crc32fast::hash`, the floor no exact lookup can go under). Results and how to read them are in
 //! BENCHMARKS.md; `cargo bench --bench ring` runs everything, `benches/summarize.py` prints the table.
 //!
@@ -8,7 +8,8 @@
 //! counting global allocator, not estimated).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use nginx_ketama::{Ring, Server};
+use nginx_ketama::ring::reference;
+use nginx_ketama::{Method, Peer, Ring, Route, Server, Upstream};
 use pingora_ketama::{Bucket, Continuum};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashSet;
@@ -112,33 +113,17 @@ fn slices<'a>(buf: &'a [u8], spans: &[(usize, usize)]) -> Vec<&'a [u8]> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The reference ring: nginx's algorithm written as plainly as possible (spec §3.1–3.3).
+// The reference ring (`nginx_ketama::ring::reference`): nginx's algorithm written as plainly as possible.
 
 /// Sorted, deduplicated `(hash, server index)` points, plus the hashes that more than one point generated.
-fn reference_ring(names: &[String], weight: u32) -> (Vec<(u32, usize)>, HashSet<u32>) {
-    let mut points = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let (host, port) = name.rsplit_once(':').expect("ip:port");
-        let mut prev = 0u32;
-        for _ in 0..weight * 160 {
-            let mut input = host.as_bytes().to_vec();
-            input.push(0);
-            input.extend_from_slice(port.as_bytes());
-            input.extend_from_slice(&prev.to_le_bytes());
-            prev = crc32fast::hash(&input);
-            points.push((prev, i));
-        }
-    }
-    points.sort_by_key(|&(h, _)| h); // stable: the earliest generated point first
-    let collided: HashSet<u32> = points.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| w[0].0).collect();
-    points.dedup_by_key(|&mut (h, _)| h);
-    (points, collided)
+fn reference_ring(servers: &[Server], weight: u32) -> (Vec<(u32, usize)>, HashSet<u32>) {
+    let all = reference::sorted_points(servers.iter().map(|s| (s, weight)));
+    let collided: HashSet<u32> = all.windows(2).filter(|w| w[0].0 == w[1].0).map(|w| w[0].0).collect();
+    (reference::points(servers.iter().map(|s| (s, weight))), collided)
 }
 
 fn reference_lookup(points: &[(u32, usize)], key: &[u8]) -> (u32, usize) {
-    let h = crc32fast::hash(key);
-    let i = points.partition_point(|&(p, _)| p < h);
-    points[if i == points.len() { 0 } else { i }]
+    points[reference::locate(points, crc32fast::hash(key))]
 }
 
 /// Everything one shape needs: both rings built from the same servers.
@@ -172,7 +157,7 @@ fn fixture(n: usize, weight: u32) -> Fixture {
 /// equal the reference.
 fn check_agreement(f: &Fixture, keys: &[&[u8]]) {
     let names: Vec<String> = f.servers.iter().map(|s| s.as_str().to_string()).collect();
-    let (points, collided) = reference_ring(&names, f.weight);
+    let (points, collided) = reference_ring(&f.servers, f.weight);
     assert_eq!(f.ours.len(), points.len(), "{}: point count", f.label);
     for (i, p) in f.ours.points().enumerate() {
         assert_eq!((p.hash, p.server.as_str()), (points[i].0, names[points[i].1].as_str()), "{}: point {i}", f.label);
@@ -305,6 +290,36 @@ fn benches(c: &mut Criterion) {
         g.bench_function("pingora", |b| b.iter(|| Continuum::new(black_box(&f.buckets))));
         g.finish();
     }
+
+    // `Upstream::route`, the whole stateless answer, for both methods over 100 servers: healthy, and with
+    // every third server `down` (consistent walks to the next points, plain rehashes: more CRC32 steps).
+    let names = server_names(100);
+    let mut g = c.benchmark_group("route/100x1");
+    g.throughput(Throughput::Elements(KEYS as u64));
+    for (label, method, down_every) in [
+        ("consistent", Method::Consistent, 0),
+        ("consistent-third-down", Method::Consistent, 3),
+        ("plain", Method::Plain, 0),
+        ("plain-third-down", Method::Plain, 3),
+    ] {
+        let peers = names
+            .iter()
+            .enumerate()
+            .map(|(i, s)| Peer::new(s.as_str()).with_down(down_every > 0 && i % down_every == 0));
+        let up = Upstream::builder(method).peers(peers).build().expect("upstream");
+        g.bench_function(label, |b| {
+            b.iter(|| {
+                let mut acc = 0usize;
+                for &k in black_box(&keys) {
+                    if let Route::Server(s) = up.route(k) {
+                        acc = acc.wrapping_add(s as *const Server as usize);
+                    }
+                }
+                acc
+            })
+        });
+    }
+    g.finish();
 }
 
 fn keys_for_check() -> (Vec<u8>, Vec<(usize, usize)>) {

@@ -4,6 +4,8 @@
 //! bits 16..31 of the CRC32 (`(crc >> 16) & 0x7fff`), adds it to a running sum, and picks the weighted
 //! slot `sum mod total_weight` in list order (`down` peers keep their slots).
 
+use crate::upstream::List;
+
 /// The rehash sequence of one request: successive running sums for one key.
 ///
 /// # Example
@@ -21,25 +23,49 @@ pub struct RehashSequence<'k> {
     key: &'k [u8],
     sum: u32,
     rehash: u64,
+    /// A fresh CRC32 state, cloned for every step: `Hasher::new` detects the CPU's features on every call
+    /// (as the ring's lookup does, hash with a prepared state).
+    crc: crc32fast::Hasher,
 }
 
 impl<'k> RehashSequence<'k> {
     /// A fresh sequence for `key` (sum 0, rehash 0).
     pub fn new(key: &'k [u8]) -> Self {
-        RehashSequence { key, sum: 0, rehash: 0 }
+        Self::with_crc(key, crc32fast::Hasher::new())
+    }
+
+    /// A fresh sequence hashing with `crc`, a prepared (never updated) CRC32 state.
+    pub(crate) fn with_crc(key: &'k [u8], crc: crc32fast::Hasher) -> Self {
+        RehashSequence { key, sum: 0, rehash: 0, crc }
     }
 
     /// Hashes the next rehash step and returns the new running sum (wrapping like nginx's `uint32_t`).
+    ///
+    /// Allocation-free: the decimal counter is written into a stack buffer.
     pub fn next_sum(&mut self) -> u32 {
-        let mut h = crc32fast::Hasher::new();
+        let mut h = self.crc.clone();
         if self.rehash > 0 {
-            h.update(self.rehash.to_string().as_bytes());
+            let mut digits = [0u8; 20]; // u64::MAX has 20 decimal digits
+            h.update(decimal(self.rehash, &mut digits));
         }
         h.update(self.key);
         let step = (h.finalize() >> 16) & 0x7fff;
         self.sum = self.sum.wrapping_add(step);
         self.rehash += 1;
         self.sum
+    }
+}
+
+/// `n` in decimal ASCII without leading zeros, written at the end of `buf`.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[at..];
+        }
     }
 }
 
@@ -61,23 +87,64 @@ where
 {
     let weights = weights.into_iter();
     let total: u64 = weights.clone().map(u64::from).sum();
-    slot_in(weights, total, sum)
-}
-
-/// [`slot_owner`] with the total weight already known (the upstream keeps it, so the routing paths walk
-/// the weights once per rehash step instead of twice).
-pub(crate) fn slot_in(weights: impl IntoIterator<Item = u32>, total: u64, sum: u32) -> Option<usize> {
     if total == 0 {
         return None;
     }
     let mut w = u64::from(sum) % total;
-    for (i, weight) in weights.into_iter().enumerate() {
+    for (i, weight) in weights.enumerate() {
         if w < u64::from(weight) {
             return Some(i);
         }
         w -= u64::from(weight);
     }
     None
+}
+
+/// What an upstream using plain hash keeps: the weighted slots of its primary and backup lists, and a
+/// prepared CRC32 state for the rehash steps.
+#[derive(Debug, Clone)]
+pub(crate) struct Slots {
+    /// Per list (primary, backup): `ends[i]` is the end (exclusive) of peer `i`'s slots, the sum of the weights
+    /// of peers `0..=i`, so the last entry is the list's `total_weight` (`down` peers included, as in nginx).
+    ends: [Box<[u64]>; 2],
+    /// A fresh CRC32 state, never updated (see [`RehashSequence`]).
+    crc: crc32fast::Hasher,
+}
+
+impl Slots {
+    /// The slots of both lists, from their peers' weights in list order.
+    pub(crate) fn new(primary: impl IntoIterator<Item = u32>, backup: impl IntoIterator<Item = u32>) -> Slots {
+        let ends = |weights: &mut dyn Iterator<Item = u32>| -> Box<[u64]> {
+            weights
+                .scan(0u64, |end, w| {
+                    *end += u64::from(w);
+                    Some(*end)
+                })
+                .collect()
+        };
+        Slots { ends: [ends(&mut primary.into_iter()), ends(&mut backup.into_iter())], crc: crc32fast::Hasher::new() }
+    }
+
+    /// The peer of `list` whose weighted slot holds `sum mod total_weight`: [`slot_owner`], by binary search
+    /// over the slot ends.
+    ///
+    /// # Panics
+    ///
+    /// Panics if the list is empty (nginx never hashes over an empty list).
+    pub(crate) fn owner(&self, list: List, sum: u32) -> usize {
+        let ends = match list {
+            List::Primary => &self.ends[0],
+            List::Backup => &self.ends[1],
+        };
+        let total = *ends.last().expect("lists used for hashing are not empty");
+        let w = u64::from(sum) % total;
+        ends.partition_point(|&end| end <= w)
+    }
+
+    /// The rehash sequence of one request for `key`, hashing with the prepared CRC32 state.
+    pub(crate) fn sequence<'k>(&self, key: &'k [u8]) -> RehashSequence<'k> {
+        RehashSequence::with_crc(key, self.crc.clone())
+    }
 }
 
 #[cfg(test)]
@@ -109,9 +176,49 @@ mod tests {
     }
 
     #[test]
+    fn decimal_matches_to_string() {
+        let mut buf = [0u8; 20];
+        for n in [0, 1, 9, 10, 11, 99, 100, 12345, u64::from(u32::MAX), u64::MAX - 1, u64::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes(), "{n}");
+        }
+    }
+
+    #[test]
     fn slots_follow_weights_in_list_order() {
         let owners: Vec<_> = (0..6).map(|w| slot_owner([2, 1, 3], w).unwrap()).collect();
         assert_eq!(owners, [0, 0, 1, 2, 2, 2]);
         assert_eq!(slot_owner(Vec::<u32>::new(), 3), None);
+    }
+
+    #[test]
+    fn rehash_steps_equal_the_allocating_definition() {
+        let key = b"/some/key";
+        let mut s = RehashSequence::new(key);
+        let mut sum = 0u32;
+        for rehash in 0..250u32 {
+            let mut input = if rehash == 0 { Vec::new() } else { rehash.to_string().into_bytes() };
+            input.extend_from_slice(key);
+            sum = sum.wrapping_add((crc32fast::hash(&input) >> 16) & 0x7fff);
+            assert_eq!(s.next_sum(), sum, "rehash {rehash}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn slots_equal_slot_owner(
+            primary in proptest::collection::vec(1..=100u32, 1..20),
+            backup in proptest::collection::vec(1..=100u32, 0..5),
+            sums in proptest::collection::vec(proptest::prelude::any::<u32>(), 1..50),
+        ) {
+            let slots = Slots::new(primary.iter().copied(), backup.iter().copied());
+            for sum in sums {
+                let want = slot_owner(primary.iter().copied(), sum);
+                proptest::prop_assert_eq!(Some(slots.owner(List::Primary, sum)), want);
+                if !backup.is_empty() {
+                    let want = slot_owner(backup.iter().copied(), sum);
+                    proptest::prop_assert_eq!(Some(slots.owner(List::Backup, sum)), want);
+                }
+            }
+        }
     }
 }

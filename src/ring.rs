@@ -9,6 +9,9 @@ use crate::server::Server;
 use std::collections::HashMap;
 use std::fmt;
 
+#[cfg(any(test, feature = "reference"))]
+pub mod reference;
+
 /// Points each unit of weight adds to the ring (nginx hard-codes 160).
 pub const POINTS_PER_WEIGHT: u32 = 160;
 
@@ -558,28 +561,14 @@ mod tests {
         let r = ring(&[("127.0.0.1:9001", 1)]);
         let mut hashes: Vec<u32> = r.points().map(|p| p.hash).collect();
         assert_eq!(hashes.len(), 160);
-        // Regenerate the chain order independently: the first three chained values.
-        let mut prev = 0u32;
-        let mut chain = vec![];
-        for _ in 0..3 {
-            let mut input = b"127.0.0.1\x009001".to_vec();
-            input.extend_from_slice(&prev.to_le_bytes());
-            prev = crc32fast::hash(&input);
-            chain.push(prev);
-        }
+        // The reference chain's first three values are in the ring.
+        let chain = reference::chain(&Server::new("127.0.0.1:9001"), 3);
         assert_eq!(chain, [0x70533e04, 0x10571e62, 0x1f895401]);
         hashes.retain(|h| chain.contains(h));
         assert_eq!(hashes.len(), 3);
         let p0 = |s: &str| {
-            let r = ring(&[(s, 1)]);
-            let server = Server::new(s);
-            let (h, p) = server.ketama_parts();
-            let mut input = h.to_vec();
-            input.push(0);
-            input.extend_from_slice(p);
-            input.extend_from_slice(&0u32.to_le_bytes());
-            let first = crc32fast::hash(&input);
-            assert!(r.points().any(|pt| pt.hash == first));
+            let first = reference::chain(&Server::new(s), 1)[0];
+            assert!(ring(&[(s, 1)]).points().any(|pt| pt.hash == first));
             first
         };
         assert_eq!(p0("127.0.0.1"), 0xc3b5e186);
@@ -676,33 +665,14 @@ mod tests {
     }
 
     // -----------------------------------------------------------------------------------------------------
-    // The reference path: nginx's algorithm written as plainly as possible, the oracle for the fast path.
+    // The fast path against the reference ring (`reference`), nginx's algorithm written as plainly as possible.
 
-    /// Every peer's full chain (duplicates included, as nginx generates them), hashing the whole input each
-    /// time, a stable sort, and the first of every run of equal hashes kept (spec §3.1–3.2).
+    /// The reference ring for `peers`, with owners as server strings.
     fn reference_points(peers: &[(Server, u32)]) -> Vec<(u32, Server)> {
-        let mut points: Vec<(u32, Server)> = Vec::new();
-        for (server, weight) in peers {
-            let (host, port) = server.ketama_parts();
-            let mut prev = 0u32;
-            for _ in 0..weight * POINTS_PER_WEIGHT {
-                let mut input = host.to_vec();
-                input.push(0);
-                input.extend_from_slice(port);
-                input.extend_from_slice(&prev.to_le_bytes());
-                prev = crc32fast::hash(&input);
-                points.push((prev, server.clone()));
-            }
-        }
-        points.sort_by_key(|p| p.0);
-        points.dedup_by_key(|p| p.0);
-        points
-    }
-
-    /// `find_chash_point` and the wrap: a plain binary search for the first point `>= hash`.
-    fn reference_locate(points: &[(u32, Server)], hash: u32) -> usize {
-        let i = points.partition_point(|p| p.0 < hash);
-        if i == points.len() { 0 } else { i }
+        reference::points(peers.iter().map(|(s, w)| (s, *w)))
+            .into_iter()
+            .map(|(h, i)| (h, peers[i].0.clone()))
+            .collect()
     }
 
     /// Checks a ring against the reference on every point, one below and one past every point, 0,
@@ -718,13 +688,13 @@ mod tests {
             probes.extend([h, h.wrapping_add(1), h.wrapping_sub(1)]);
         }
         for h in probes {
-            let i = reference_locate(want, h);
+            let i = reference::locate(want, h);
             assert_eq!(ring.locate(h), i, "locate({h:#010x})");
             assert_eq!(&ring.servers()[ring.server_index_at(i)], &want[i].1);
             assert_eq!(ring.server_index_at(i + ring.len()), ring.server_index_at(i), "wraps");
         }
         for key in keys {
-            let i = reference_locate(want, crc32fast::hash(key));
+            let i = reference::locate(want, crc32fast::hash(key));
             assert_eq!(ring.owner(key), Some(&want[i].1), "owner({key:?})");
         }
     }
@@ -843,7 +813,7 @@ mod tests {
             let want: Vec<(u32, Server)> = hashes.iter().map(|&h| (h, Server::new("a"))).collect();
             assert_eq!(ring.len(), want.len());
             for h in [0, 1, 4, 5, 6, 7, 8, u32::MAX - 1, u32::MAX] {
-                assert_eq!(ring.locate(h), if want.is_empty() { 0 } else { reference_locate(&want, h) });
+                assert_eq!(ring.locate(h), if want.is_empty() { 0 } else { reference::locate(&want, h) });
             }
         }
     }

@@ -1,10 +1,11 @@
 //! An upstream as nginx sees it at startup: the balancing method, the primary and backup peer lists, and
 //! (for `consistent`) the ring. Also the stateless answer to "which server gets this key?".
 
-use crate::plain::{RehashSequence, slot_in};
+use crate::plain::Slots;
 use crate::ring::{Ring, RingError};
 use crate::server::{Address, Server};
 use crate::version::NginxVersion;
+use crate::worker::MAX_HASH_MISSES;
 use std::net::{IpAddr, SocketAddr};
 
 /// Which `hash` flavour the upstream uses.
@@ -259,17 +260,54 @@ pub enum UpstreamError {
 #[derive(Debug, Clone)]
 pub struct Upstream {
     name: String,
-    method: Method,
     primary: Vec<Peer>,
     backup: Vec<Peer>,
     version: NginxVersion,
-    ring: Option<Ring>,
+    balancer: Balancer,
+}
+
+/// What the method needs besides the peer lists, built once with the upstream. One variant per
+/// [`Method`], so an upstream cannot hold a ring without being consistent, or be consistent without one.
+#[derive(Debug, Clone)]
+pub(crate) enum Balancer {
+    /// `hash $key consistent;`.
+    Consistent(Chash),
+    /// `hash $key;`.
+    Plain(Slots),
+}
+
+/// The consistent method's data: the ring over the primary peers, and how peers map onto its servers.
+#[derive(Debug, Clone)]
+pub(crate) struct Chash {
+    ring: Ring,
     /// For each primary peer, its server's index in `ring.servers()`.
-    ring_server: Vec<u32>,
+    ring_server: Box<[u32]>,
     /// For each ring server, whether any primary peer with that string is not `down`.
-    ring_server_up: Vec<bool>,
-    /// `total_weight` of the primary and backup lists (`down` peers included, as in nginx).
-    total_weight: [u64; 2],
+    ring_server_up: Box<[bool]>,
+}
+
+impl Chash {
+    fn new(primary: &[Peer]) -> Result<Chash, RingError> {
+        let ring = Ring::new(primary.iter().map(|p| (&p.server, p.weight)))?;
+        let by_name: std::collections::HashMap<&Server, u32> =
+            ring.servers().iter().enumerate().map(|(i, s)| (s, i as u32)).collect();
+        let ring_server: Box<[u32]> = primary.iter().map(|p| by_name[&p.server]).collect();
+        let mut up = vec![false; ring.servers().len()];
+        for (p, &s) in primary.iter().zip(&ring_server) {
+            up[s as usize] |= !p.down;
+        }
+        Ok(Chash { ring, ring_server, ring_server_up: up.into_boxed_slice() })
+    }
+
+    /// The ring.
+    pub(crate) fn ring(&self) -> &Ring {
+        &self.ring
+    }
+
+    /// Index into `ring().servers()` of a primary peer's server string.
+    pub(crate) fn ring_server_of(&self, primary_index: usize) -> usize {
+        self.ring_server[primary_index] as usize
+    }
 }
 
 /// Builds an [`Upstream`]; see [`Upstream::builder`].
@@ -341,32 +379,13 @@ impl UpstreamBuilder {
         if let Some(p) = self.primary.iter().chain(&self.backup).find(|p| p.weight == 0) {
             return Err(UpstreamError::ZeroWeight(p.server.clone()));
         }
-        let (ring, ring_server, ring_server_up) = match self.method {
-            Method::Plain => (None, Vec::new(), Vec::new()),
-            Method::Consistent => {
-                let ring = Ring::new(self.primary.iter().map(|p| (&p.server, p.weight)))?;
-                let by_name: std::collections::HashMap<&Server, u32> =
-                    ring.servers().iter().enumerate().map(|(i, s)| (s, i as u32)).collect();
-                let ring_server: Vec<u32> = self.primary.iter().map(|p| by_name[&p.server]).collect();
-                let mut up = vec![false; ring.servers().len()];
-                for (p, &s) in self.primary.iter().zip(&ring_server) {
-                    up[s as usize] |= !p.down;
-                }
-                (Some(ring), ring_server, up)
+        let balancer = match self.method {
+            Method::Consistent => Balancer::Consistent(Chash::new(&self.primary)?),
+            Method::Plain => {
+                Balancer::Plain(Slots::new(self.primary.iter().map(|p| p.weight), self.backup.iter().map(|p| p.weight)))
             }
         };
-        let total_weight = [&self.primary, &self.backup].map(|l| l.iter().map(|p| u64::from(p.weight)).sum());
-        Ok(Upstream {
-            name: self.name,
-            method: self.method,
-            primary: self.primary,
-            backup: self.backup,
-            version: self.version,
-            ring,
-            ring_server,
-            ring_server_up,
-            total_weight,
-        })
+        Ok(Upstream { name: self.name, primary: self.primary, backup: self.backup, version: self.version, balancer })
     }
 }
 
@@ -386,9 +405,9 @@ impl UpstreamBuilder {
 pub enum Route<'a> {
     /// nginx hashes the key to this server string.
     Server(&'a Server),
-    /// nginx does not hash this key: it uses round-robin (empty key, a single peer, or more than 20
-    /// consecutive points/slots without a usable peer). The pick then depends on the worker's history;
-    /// use a [`crate::Worker`] to follow it.
+    /// nginx does not hash this key: it uses round-robin (empty key, a single peer, or more than
+    /// [`MAX_HASH_MISSES`] consecutive points/slots without a usable peer). The pick then depends on the
+    /// worker's history; use a [`crate::Worker`] to follow it.
     RoundRobin,
 }
 
@@ -411,7 +430,10 @@ impl Upstream {
 
     /// The balancing method.
     pub fn method(&self) -> Method {
-        self.method
+        match self.balancer {
+            Balancer::Consistent(_) => Method::Consistent,
+            Balancer::Plain(_) => Method::Plain,
+        }
     }
 
     /// The nginx version whose rules apply.
@@ -446,19 +468,22 @@ impl Upstream {
         }
     }
 
-    /// The ring (for [`Method::Consistent`]).
+    /// The ring (for [`Method::Consistent`]; `None` for [`Method::Plain`]).
     pub fn ring(&self) -> Option<&Ring> {
-        self.ring.as_ref()
+        match &self.balancer {
+            Balancer::Consistent(chash) => Some(chash.ring()),
+            Balancer::Plain(_) => None,
+        }
+    }
+
+    /// The method's data (ring or slots).
+    pub(crate) fn balancer(&self) -> &Balancer {
+        &self.balancer
     }
 
     /// nginx's `single`: exactly one primary peer and no backups.
     pub(crate) fn is_single(&self, list: List) -> bool {
         list == List::Primary && self.primary.len() == 1 && self.backup.is_empty()
-    }
-
-    /// Index into `ring().servers()` of a primary peer's server string.
-    pub(crate) fn ring_server_of(&self, primary_index: usize) -> u32 {
-        self.ring_server[primary_index]
     }
 
     /// Which server a freshly started worker picks first for `key`, all peers healthy (only `down` counts).
@@ -470,28 +495,30 @@ impl Upstream {
         if key.is_empty() {
             return Route::RoundRobin;
         }
-        match self.method {
-            Method::Consistent => {
-                let ring = self.ring.as_ref().expect("consistent upstreams have a ring");
+        match &self.balancer {
+            Balancer::Consistent(chash) => {
+                let ring = chash.ring();
                 if self.is_single(List::Primary) || ring.is_empty() {
                     return Route::RoundRobin;
                 }
                 let start = ring.locate_key(key);
-                for step in 0..=20 {
+                // A fresh worker passes only points whose server string has every peer `down`: the key's own
+                // point, then at most MAX_HASH_MISSES more.
+                for step in 0..=MAX_HASH_MISSES as usize {
                     let s = ring.server_index_at(start + step);
-                    if self.ring_server_up[s] {
+                    if chash.ring_server_up[s] {
                         return Route::Server(&ring.servers()[s]);
                     }
                 }
                 Route::RoundRobin
             }
-            Method::Plain => {
+            Balancer::Plain(slots) => {
                 if self.plain_bypasses(List::Primary) {
                     return Route::RoundRobin;
                 }
-                let mut seq = RehashSequence::new(key);
-                for _ in 0..=20 {
-                    let p = self.plain_slot(List::Primary, seq.next_sum());
+                let mut seq = slots.sequence(key);
+                for _ in 0..=MAX_HASH_MISSES {
+                    let p = slots.owner(List::Primary, seq.next_sum());
                     if !self.primary[p].down {
                         return Route::Server(&self.primary[p].server);
                     }
@@ -499,15 +526,6 @@ impl Upstream {
                 Route::RoundRobin
             }
         }
-    }
-
-    /// The peer of `list` whose weighted slot holds `sum mod total_weight` (plain hash).
-    pub(crate) fn plain_slot(&self, list: List, sum: u32) -> usize {
-        let total = match list {
-            List::Primary => self.total_weight[0],
-            List::Backup => self.total_weight[1],
-        };
-        slot_in(self.list(list).iter().map(|p| p.weight), total, sum).expect("lists used for hashing are not empty")
     }
 
     /// Whether plain hash goes straight to round-robin on this list (version dependent).

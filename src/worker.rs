@@ -6,11 +6,15 @@
 //! over from one request to the next. [`Worker`] keeps exactly that state, so that feeding it the same
 //! requests a fresh nginx worker receives reproduces nginx's `$upstream_addr` attempt by attempt.
 
-use crate::plain::RehashSequence;
-use crate::upstream::{List, Method, Peer, PeerId, Upstream};
+use crate::plain::{RehashSequence, Slots};
+use crate::upstream::{Balancer, Chash, List, Peer, PeerId, Upstream};
 
 /// Consecutive ring points (or plain-hash slots) without a usable peer that one request may pass before
 /// nginx gives up hashing and uses round-robin for the rest of the request.
+///
+/// One limit for both methods: nginx's consistent and plain getters count misses in the same per-request
+/// field and compare it with the same 20 (docs/nginx-algorithm.md §3.4 and §4). The count accumulates
+/// across the retries of one request; a fresh request starts at 0.
 pub const MAX_HASH_MISSES: u32 = 20;
 
 /// How a request ended.
@@ -86,7 +90,8 @@ impl PeerState {
     }
 }
 
-/// Per-request state (nginx's `ngx_http_upstream_hash_peer_data_t` with its embedded round-robin data).
+/// Per-request state (nginx's `ngx_http_upstream_hash_peer_data_t` with its embedded round-robin data),
+/// except where the hash walk stands ([`Walk`]).
 #[derive(Debug)]
 struct Request<'k> {
     key: &'k [u8],
@@ -94,15 +99,20 @@ struct Request<'k> {
     list: List,
     /// Tried peers of the current list, by index.
     tried: Vec<bool>,
-    /// Ring index of the next point to look at (consistent).
-    point: usize,
-    /// Rehash sequence (plain).
-    rehash: RehashSequence<'k>,
     /// Hash misses so far (`hp->tries`).
     misses: u32,
     /// Attempts left (`pc->tries`).
     budget: u32,
     round_robin: bool,
+}
+
+/// Where one request's hash walk stands, with the upstream's data for its method.
+#[derive(Debug)]
+enum Walk<'u, 'k> {
+    /// Consistent: the ring index of the next point to look at.
+    Ring { chash: &'u Chash, point: usize },
+    /// Plain: the rehash sequence.
+    Rehash { slots: &'u Slots, seq: RehashSequence<'k> },
 }
 
 /// One nginx worker's view of an upstream, with the state it accumulates across requests.
@@ -160,23 +170,24 @@ impl<'u> Worker<'u> {
         let up = self.upstream;
         // pc->tries: every non-down address, primary and backup (no `proxy_next_upstream_tries` cap).
         let budget = up.primary().iter().chain(up.backup()).filter(|p| !p.is_down()).count() as u32;
-        let point = match up.ring() {
-            Some(ring) if !ring.is_empty() => ring.locate_key(key),
-            _ => 0,
+        let mut walk = match up.balancer() {
+            Balancer::Consistent(chash) => {
+                let point = if chash.ring().is_empty() { 0 } else { chash.ring().locate_key(key) };
+                Walk::Ring { chash, point }
+            }
+            Balancer::Plain(slots) => Walk::Rehash { slots, seq: slots.sequence(key) },
         };
         let mut req = Request {
             key,
             list: List::Primary,
             tried: vec![false; up.primary().len().max(up.backup().len())],
-            point,
-            rehash: RehashSequence::new(key),
             misses: 0,
             budget,
             round_robin: false,
         };
         let mut attempts = Vec::new();
         let status = loop {
-            let Some(index) = self.get(&mut req, now) else {
+            let Some(index) = self.get(&mut req, &mut walk, now) else {
                 break Status::NoLiveUpstreams;
             };
             let id = PeerId { list: req.list, index };
@@ -201,18 +212,18 @@ impl<'u> Worker<'u> {
     }
 
     /// `peer.get()`: the hash module's getter, falling through to round-robin. `None` is `NGX_BUSY`.
-    fn get(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+    fn get(&mut self, req: &mut Request<'_>, walk: &mut Walk<'_, '_>, now: u64) -> Option<usize> {
         let up = self.upstream;
-        let bypass = match up.method() {
-            Method::Consistent => up.is_single(req.list),
-            Method::Plain => up.plain_bypasses(req.list),
+        let bypass = match walk {
+            Walk::Ring { .. } => up.is_single(req.list),
+            Walk::Rehash { .. } => up.plain_bypasses(req.list),
         };
         if req.misses > MAX_HASH_MISSES || bypass || req.key.is_empty() {
             return self.round_robin(req, now);
         }
-        let found = match up.method() {
-            Method::Consistent => self.consistent(req, now),
-            Method::Plain => self.plain(req, now),
+        let found = match walk {
+            Walk::Ring { chash, point } => self.consistent(req, chash, point, now),
+            Walk::Rehash { slots, seq } => self.plain(req, slots, seq, now),
         };
         match found {
             Some(i) => {
@@ -224,19 +235,19 @@ impl<'u> Worker<'u> {
     }
 
     /// Walks the ring from the request's point; `None` after too many empty points.
-    fn consistent(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+    fn consistent(&mut self, req: &mut Request<'_>, chash: &Chash, point: &mut usize, now: u64) -> Option<usize> {
         let up = self.upstream;
-        let ring = up.ring().expect("consistent upstreams have a ring");
+        let ring = chash.ring();
         if up.list(req.list).is_empty() || ring.is_empty() {
             return None;
         }
         loop {
-            let wanted = ring.server_index_at(req.point);
+            let wanted = ring.server_index_at(*point);
             let list = req.list;
             let tried = &req.tried;
             let chosen = smooth_wrr(up.list(list), self.states(list), |i, peer, st| {
                 let same_server = match list {
-                    List::Primary => up.ring_server_of(i) as usize == wanted,
+                    List::Primary => chash.ring_server_of(i) == wanted,
                     List::Backup => *peer.server() == ring.servers()[wanted],
                 };
                 !tried[i] && usable(peer, st, now) && same_server
@@ -244,7 +255,7 @@ impl<'u> Worker<'u> {
             if chosen.is_some() {
                 return chosen;
             }
-            req.point += 1;
+            *point += 1;
             req.misses += 1;
             if req.misses > MAX_HASH_MISSES {
                 return None;
@@ -253,12 +264,11 @@ impl<'u> Worker<'u> {
     }
 
     /// Rehashes until a usable, untried slot; `None` after too many misses.
-    fn plain(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+    fn plain(&mut self, req: &mut Request<'_>, slots: &Slots, seq: &mut RehashSequence<'_>, now: u64) -> Option<usize> {
         let up = self.upstream;
         let peers = up.list(req.list);
         loop {
-            let sum = req.rehash.next_sum();
-            let p = up.plain_slot(req.list, sum);
+            let p = slots.owner(req.list, seq.next_sum());
             let st = &self.states(req.list)[p];
             if !req.tried[p] && usable(&peers[p], st, now) {
                 return Some(p);

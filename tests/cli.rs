@@ -1,9 +1,10 @@
 //! The `nginx-ketama` command's contract (`route`, `ring`), offline. Expected routes come from the nginx
 //! recordings in ../shared/nginx-hash-spec.md §11 (vectors A and C).
 
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
+
+mod common;
 
 const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
 
@@ -16,21 +17,9 @@ fn write_conf(name: &str, text: &str) -> PathBuf {
 }
 
 fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(CLI)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    out
+    let mut cmd = Command::new(CLI);
+    cmd.args(args);
+    common::run_with_stdin(cmd, stdin).unwrap()
 }
 
 fn lines(out: &Output) -> Vec<serde_json::Value> {

@@ -6,26 +6,23 @@
 //! mutated model fails too — `mutated_models_are_caught` runs the same comparison against deliberately
 //! broken rings and requires failures exactly on the collision and ring-edge vectors.
 
-use nginx_ketama::harness::catalog::{catalog, point_chain};
+use nginx_ketama::Server;
+use nginx_ketama::harness::catalog::catalog;
 use nginx_ketama::harness::golden::{
     LibraryReplayer, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay, snapshot_name,
 };
 use nginx_ketama::harness::parity::Model;
+use nginx_ketama::ring::reference;
 use std::collections::BTreeSet;
 use std::path::Path;
+
+mod common;
+use common::snapshot_settings;
 
 fn records() -> Vec<Record> {
     let r = load_records(&records_dir()).expect("vectors/records is readable");
     assert!(!r.is_empty(), "no records in vectors/records — run scripts/record-vectors");
     r
-}
-
-fn settings() -> insta::Settings {
-    let mut s = insta::Settings::clone_current();
-    s.set_snapshot_path(concat!(env!("CARGO_MANIFEST_DIR"), "/snapshots"));
-    s.set_prepend_module_to_snapshot(false);
-    s.set_omit_expression(true);
-    s
 }
 
 #[test]
@@ -51,7 +48,7 @@ fn library_reproduces_every_recorded_vector() {
 #[test]
 fn snapshots_match_records() {
     let records = records();
-    settings().bind(|| {
+    snapshot_settings().bind(|| {
         for record in &records {
             insta::assert_snapshot!(snapshot_name(&record.case), render_snapshot(record));
         }
@@ -146,15 +143,13 @@ struct NaiveRing {
 
 impl NaiveRing {
     fn new(run: &Run, keep_last_duplicate: bool, strict_lookup: bool) -> NaiveRing {
-        let mut points: Vec<(u32, String)> = Vec::new();
-        for p in run.peers.iter().filter(|p| !p.backup) {
-            for h in point_chain(&p.server, 160 * p.weight as usize) {
-                points.push((h, p.server.clone()));
-            }
-        }
-        points.sort_by_key(|p| p.0);
+        let primary: Vec<(Server, u32)> =
+            run.peers.iter().filter(|p| !p.backup).map(|p| (Server::new(p.server.as_str()), p.weight)).collect();
+        // Every point, sorted stably by hash; the dedup below is nginx's (keep the first) or the mutation.
+        let points = reference::sorted_points(primary.iter().map(|(s, w)| (s, *w)));
         let mut dedup: Vec<(u32, String)> = Vec::new();
-        for p in points {
+        for (h, i) in points {
+            let p = (h, primary[i].0.as_str().to_string());
             match dedup.last_mut() {
                 Some(last) if last.0 == p.0 => {
                     if keep_last_duplicate {

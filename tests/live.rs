@@ -20,26 +20,16 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod common;
-use common::report;
+use common::{report, skip};
 
 const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
-
-fn required() -> bool {
-    std::env::var("NGINX_PARITY").is_ok_and(|v| v == "require")
-}
-
-/// Skips (returns `None`) or, under `NGINX_PARITY=require`, fails.
-fn skip<T>(why: &str) -> Option<T> {
-    assert!(!required(), "NGINX_PARITY=require but {why}");
-    report(&format!("SKIP: {why} (set NGINX_PARITY=require to make this a failure)"));
-    None
-}
 
 fn installs() -> Option<Vec<Installation>> {
     let root = Installation::default_root();
     let found = Installation::discover(&root);
     if found.is_empty() {
-        return skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
+        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
+        return None;
     }
     Some(found)
 }
@@ -108,7 +98,7 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
     let versions: BTreeSet<String> = reports.iter().map(|r| r.version.clone()).collect();
     for v in ["1.22.1", "1.26.3", "1.30.6"] {
         if !versions.contains(v) {
-            skip::<()>(&format!("nginx {v} is not provisioned"));
+            skip(&format!("nginx {v} is not provisioned"));
         }
     }
     for r in &reports {
@@ -127,14 +117,14 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
 #[test]
 fn testcontainers_backend_matches_nginx() -> Result<()> {
     if !docker_available() {
-        skip::<()>("no Docker engine answers");
+        skip("no Docker engine answers");
         return Ok(());
     }
     let version = NginxVersion::LATEST;
     let backend = match docker_backend(version) {
         Ok(b) => b,
         Err(e) => {
-            skip::<()>(&e.to_string());
+            skip(&e.to_string());
             return Ok(());
         }
     };
@@ -327,7 +317,7 @@ fn route_command_agrees_with_nginx() -> Result<()> {
     let Some(backend) = latest_local() else { return Ok(()) };
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        skip::<()>("hostname namespaces need root");
+        skip("hostname namespaces need root");
         return Ok(());
     }
     let unix_dir = nginx_ketama::harness::local::fresh_prefix()?;
@@ -362,9 +352,10 @@ fn route_command_agrees_with_nginx() -> Result<()> {
         cmd.args(["--failed", &l.server]);
     }
     let input: Vec<u8> = requests.iter().flat_map(|k| k.iter().copied().chain([b'\n'])).collect();
-    let out = run_with_stdin(cmd, &input)?;
+    let out = common::run_with_stdin(cmd, &input)?;
+    anyhow::ensure!(out.status.success(), "route failed: {}", String::from_utf8_lossy(&out.stderr));
     let lines: Vec<serde_json::Value> =
-        String::from_utf8(out)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+        String::from_utf8(out.stdout)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
     assert_eq!(lines.len(), requests.len());
     let by_address = |addr: &str| -> String {
         topology
@@ -397,19 +388,6 @@ fn rand_seed() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(100);
     NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-fn run_with_stdin(mut cmd: std::process::Command, input: &[u8]) -> Result<Vec<u8>> {
-    use std::io::Write;
-    use std::process::Stdio;
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-    let mut stdin = child.stdin.take().expect("stdin");
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || stdin.write_all(&input));
-    let out = child.wait_with_output()?;
-    writer.join().expect("writer")?;
-    anyhow::ensure!(out.status.success(), "route failed: {}", String::from_utf8_lossy(&out.stderr));
-    Ok(out.stdout)
 }
 
 /// nginx refusing to start is reported with nginx's own words, and nothing is left running.

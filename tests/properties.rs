@@ -1,6 +1,9 @@
-//! Properties of consistent hashing that nginx's ring must have, over many random upstreams.
+//! Properties of consistent hashing that nginx's ring must have, over many random upstreams, and the
+//! agreement of the stateless [`Upstream::route`] with a fresh [`Worker`].
 
-use nginx_ketama::{Method, Peer, Route, Upstream};
+use nginx_ketama::ring::reference;
+use nginx_ketama::{Method, NginxVersion, Peer, Route, Server, Upstream, Worker};
+use proptest::prelude::*;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
@@ -132,6 +135,74 @@ fn point_counts_follow_weights() {
         for (name, w) in &distinct {
             let mine = ring.points().filter(|p| p.server.as_str() == name).count();
             assert!(mine <= 160 * *w as usize && mine + 2 >= 160 * *w as usize);
+        }
+        // And exactly: the ring is the reference ring, point for point.
+        let peers: Vec<(Server, u32)> = servers.iter().map(|(s, w)| (Server::new(s.as_str()), *w)).collect();
+        let want = reference::points(peers.iter().map(|(s, w)| (s, *w)));
+        assert_eq!(ring.len(), want.len());
+        for (p, &(h, i)) in ring.points().zip(&want) {
+            assert_eq!((p.hash, p.server), (h, &peers[i].0));
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------------------------------------
+// `route` is a fresh worker's first attempt.
+
+/// One `server` line: a string from a small pool (so duplicate lines are common), a weight, `down`.
+fn line(pool: &'static [&'static str]) -> impl Strategy<Value = Peer> {
+    (prop::sample::select(pool), 1..=5u32, prop::bool::weighted(0.3))
+        .prop_map(|(s, w, down)| Peer::new(s).with_weight(w).with_down(down))
+}
+
+/// Random upstreams of both methods and every recorded version: 1–8 primary lines, 0–3 backups.
+fn upstreams() -> impl Strategy<Value = Upstream> {
+    const POOL: &[&str] = &[
+        "127.0.0.1:9001",
+        "127.0.0.1:9002",
+        "127.0.0.1:9003",
+        "10.0.0.7",
+        "[::1]:9101",
+        "unix:/tmp/a.sock",
+        "cache-a:11211",
+        "127.0.0.1:20195",
+        "127.0.0.1:20412",
+    ];
+    let method = prop_oneof![Just(Method::Consistent), Just(Method::Plain)];
+    let version =
+        prop::sample::select(vec![NginxVersion::new(1, 22, 1), NginxVersion::new(1, 26, 3), NginxVersion::LATEST]);
+    let primary = prop::collection::vec(line(POOL), 1..=8);
+    let backup = prop::collection::vec(line(POOL), 0..=3);
+    (method, version, primary, backup).prop_map(|(method, version, primary, backup)| {
+        backup
+            .into_iter()
+            .fold(Upstream::builder(method).version(version).peers(primary), |b, p| b.backup(p))
+            .build()
+            .unwrap()
+    })
+}
+
+/// Keys of any bytes, the empty key among them.
+fn any_keys() -> impl Strategy<Value = Vec<Vec<u8>>> {
+    prop::collection::vec(prop_oneof![1 => Just(Vec::new()), 8 => prop::collection::vec(any::<u8>(), 1..24)], 1..40)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// [`Upstream::route`] names the server of a fresh worker's first attempt when that attempt comes from the
+    /// hash, and says [`Route::RoundRobin`] exactly when it does not (every peer healthy, only `down` counts).
+    #[test]
+    fn route_is_a_fresh_workers_first_attempt(up in upstreams(), keys in any_keys()) {
+        for key in &keys {
+            let out = Worker::new(&up).request(key, 0, |_| false);
+            match up.route(key) {
+                Route::Server(server) => {
+                    prop_assert!(!out.round_robin, "{key:?}: route hashed, the worker did not");
+                    prop_assert_eq!(up.peer(out.attempts[0]).server(), server, "{:?}", key);
+                }
+                Route::RoundRobin => prop_assert!(out.round_robin, "{key:?}: the worker hashed, route did not"),
+            }
         }
     }
 }

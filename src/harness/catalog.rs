@@ -13,6 +13,7 @@
 
 use super::forge::Forger;
 use super::topology::{Endpoint, Listen, ServerLine, Spelling, Topology};
+use crate::ring::reference;
 use crate::server::Server;
 use crate::upstream::{Method, default_name};
 use crate::version::NginxVersion;
@@ -245,7 +246,7 @@ pub fn find_point_collisions(servers: &[String]) -> Vec<(String, usize, String, 
     let mut seen: std::collections::HashMap<u32, (usize, usize)> = std::collections::HashMap::new();
     let mut out = Vec::new();
     for (si, s) in servers.iter().enumerate() {
-        for (pi, h) in point_chain(s, 160).into_iter().enumerate() {
+        for (pi, h) in reference::chain(&Server::new(s.as_str()), 160).into_iter().enumerate() {
             match seen.get(&h) {
                 Some(&(sj, pj)) if sj != si => out.push((servers[sj].clone(), pj, s.clone(), pi, h)),
                 Some(_) => {}
@@ -256,24 +257,6 @@ pub fn find_point_collisions(servers: &[String]) -> Vec<(String, usize, String, 
         }
     }
     out
-}
-
-/// The first `n` point hashes of a server string (spec §3.1), independent of [`crate::Ring`].
-pub fn point_chain(server: &str, n: usize) -> Vec<u32> {
-    let server = Server::new(server);
-    let (host, port) = server.ketama_parts();
-    let mut base = host.to_vec();
-    base.push(0);
-    base.extend_from_slice(port);
-    let mut prev = 0u32;
-    (0..n)
-        .map(|_| {
-            let mut b = base.clone();
-            b.extend_from_slice(&prev.to_le_bytes());
-            prev = crc32fast::hash(&b);
-            prev
-        })
-        .collect()
 }
 
 fn ip(a: u8, b: u8) -> IpAddr {
@@ -878,6 +861,7 @@ mod tests {
 
     #[test]
     fn collision_pairs_really_collide() {
+        let point_chain = |s: &str, n| reference::chain(&Server::new(s), n);
         for (a, b, h) in [COLLISION, SPEC_COLLISION] {
             let ca = point_chain(a, 160);
             let cb = point_chain(b, 160);
