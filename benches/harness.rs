@@ -7,14 +7,24 @@ use nginx_ketama::Method;
 use nginx_ketama::harness::backend::Backend;
 use nginx_ketama::harness::catalog;
 use nginx_ketama::harness::install::Installation;
+use nginx_ketama::harness::netns::Net;
 use nginx_ketama::harness::parity::{self, LibraryModel, PlanOptions};
 use nginx_ketama::harness::topology::Topology;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Instant;
 
-fn wrk(front: SocketAddr, threads: u32, connections: u32) -> Option<f64> {
-    let out = Command::new("wrk")
+/// `wrk` against `front`, run inside nginx's network namespace when it has one.
+fn wrk(net: Net<'_>, front: SocketAddr, threads: u32, connections: u32) -> Option<f64> {
+    let mut cmd = match net {
+        Net::Own => Command::new("wrk"),
+        Net::Private(ns) => {
+            let mut c = Command::new("nsenter");
+            c.arg(format!("--net={}", ns.path().display())).arg("wrk");
+            c
+        }
+    };
+    let out = cmd
         .args([
             "-t",
             &threads.to_string(),
@@ -54,7 +64,7 @@ fn main() {
     println!("{:<44} {:>12}", "what", "requests/s");
     println!("{:<44} {:>12.0}", "verify: 1 pipelined connection + comparison", ours);
     for (t, c) in [(1, 1), (2, 8), (2, 32)] {
-        match wrk(front, t, c) {
+        match wrk(session.net(), front, t, c) {
             Some(rate) => println!(
                 "{:<44} {:>12.0}   (verify = {:.2}×)",
                 format!("wrk -t{t} -c{c} (same request)"),

@@ -5,8 +5,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use nginx_ketama::config::{Config, LoadOptions};
 use nginx_ketama::{NginxVersion, Upstream, Worker};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufRead, BufWriter, ErrorKind, Write};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(name = "nginx-ketama", version, about = "nginx's `hash $key [consistent]` upstream choice, bit for bit")]
@@ -55,21 +56,27 @@ enum Command {
     ResolveHosts { names: Vec<String> },
 }
 
-fn main() {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Route { upstream, failed } => route(&upstream, &failed),
         Command::Ring { upstream } => ring(&upstream),
-        Command::Verify(args) => nginx_ketama::harness::cli::verify(args),
+        Command::Verify(args) => return ExitCode::from(nginx_ketama::harness::cli::verify(&args).code()),
         Command::ResolveHosts { names } => resolve_hosts(&names),
     };
     match result {
-        Ok(code) => std::process::exit(code),
+        Ok(()) => ExitCode::SUCCESS,
+        // A reader that stops early (`| head -1`) is not an error.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("nginx-ketama: {e:#}");
-            std::process::exit(2);
+            ExitCode::from(2)
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe))
 }
 
 fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
@@ -82,7 +89,7 @@ fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
     Ok((config, name))
 }
 
-fn route(args: &UpstreamArgs, failed: &[String]) -> Result<i32> {
+fn route(args: &UpstreamArgs, failed: &[String]) -> Result<()> {
     let (config, name) = load(args)?;
     let upstream: &Upstream = config.hash_upstream(Some(&name))?.upstream;
     let all_peers = || upstream.primary().iter().chain(upstream.backup());
@@ -95,32 +102,38 @@ fn route(args: &UpstreamArgs, failed: &[String]) -> Result<i32> {
             );
         }
     }
-    let mut input = Vec::new();
-    std::io::stdin().read_to_end(&mut input).context("reading keys from stdin")?;
-    let mut keys: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
-    if input.is_empty() || input.ends_with(b"\n") {
-        keys.pop();
-    }
     let mut worker = Worker::new(upstream);
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
+    let mut out = BufWriter::new(std::io::stdout().lock());
     // All keys arrive within the same second of nginx's clock (failed peers stay failed for the run).
     let now = 1_000_000_000;
-    for key in keys {
-        let outcome = worker.request(key, now, |p| failed.iter().any(|f| f == p.server().as_str() || f == p.name()));
+    let mut key = Vec::new();
+    loop {
+        key.clear();
+        if input.read_until(b'\n', &mut key).context("reading keys from stdin")? == 0 {
+            break;
+        }
+        if key.last() == Some(&b'\n') {
+            key.pop();
+        }
+        let outcome = worker.request(&key, now, |p| failed.iter().any(|f| f == p.server().as_str() || f == p.name()));
         let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
         let line = RouteLine {
-            key: String::from_utf8_lossy(key),
-            key_hex: std::str::from_utf8(key).is_err().then(|| key.iter().map(|b| format!("{b:02x}")).collect()),
+            key: String::from_utf8_lossy(&key),
+            key_hex: std::str::from_utf8(&key).is_err().then(|| key.iter().map(|b| format!("{b:02x}")).collect()),
             server: attempts.first().copied(),
             fallback: outcome.round_robin.then_some("round-robin"),
             attempts,
         };
-        serde_json::to_writer(&mut out, &line)?;
+        serde_json::to_writer(&mut out, &line).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;
+        // Answer as keys arrive: flush whenever no further input is waiting.
+        if input.buffer().is_empty() {
+            out.flush()?;
+        }
     }
     out.flush()?;
-    Ok(0)
+    Ok(())
 }
 
 /// One line of `route` output, fields in the documented order.
@@ -134,26 +147,46 @@ struct RouteLine<'a> {
     attempts: Vec<&'a str>,
 }
 
-fn ring(args: &UpstreamArgs) -> Result<i32> {
+fn ring(args: &UpstreamArgs) -> Result<()> {
     let (config, name) = load(args)?;
     let Some(ring) = config.hash_upstream(Some(&name))?.upstream.ring() else {
         bail!("upstream \"{name}\" uses plain `hash`, which has no ring (add `consistent`)");
     };
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
+    let mut out = BufWriter::new(std::io::stdout().lock());
     writeln!(out, "index\thash\tserver")?;
     for (i, p) in ring.points().enumerate() {
-        writeln!(out, "{i}\t{:08x}\t{}", p.hash, p.server)?;
+        writeln!(out, "{i}\t{:08x}\t{}", p.hash, escape_field(p.server.as_str()))?;
     }
     out.flush()?;
-    Ok(0)
+    Ok(())
 }
 
-fn resolve_hosts(names: &[String]) -> Result<i32> {
+/// A server string as one tab-separated field on one line: `\\`, `\t`, `\n`, `\r` and `\xNN` for other
+/// control characters.
+fn escape_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() && (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+fn resolve_hosts(names: &[String]) -> Result<()> {
     for name in names {
         let addrs = nginx_ketama::resolve::resolve_host(name).with_context(|| format!("resolving {name}"))?;
         let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
         println!("{name} {}", addrs.join(" "));
     }
-    Ok(0)
+    Ok(())
 }

@@ -105,6 +105,14 @@ impl Backend {
         }
     }
 
+    /// `local` or `docker`, as `verify --backend` spells it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Local(_) => "local",
+            Backend::Docker { .. } => "docker",
+        }
+    }
+
     /// A short description for reports, e.g. `local 1.26.3 (Debian 1.26.3-3+deb13u11)`.
     pub fn describe(&self) -> String {
         match self {

@@ -9,14 +9,78 @@ use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::Write;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Where `verify` runs nginx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// Docker if an engine answers and the images exist, else the provisioned binaries.
+    Auto,
+    /// The provisioned binaries, as local processes (each in a network namespace of its own as root).
+    Local,
+    /// Container images through testcontainers.
+    Docker,
+}
+
+/// How `verify` ends; [`Verdict::code`] is its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Verdict {
+    /// Exit 0: requests were compared and every one matched.
+    Proven,
+    /// Exit 1: nginx and the library differed on at least one request (mismatches win over faults).
+    Mismatches,
+    /// Exit 2: the command line asks for something impossible (or for nothing at all).
+    Usage,
+    /// Exit 3: the harness could not run or finish a check (no nginx, nginx not starting or not answering,
+    /// a socket error). Never a pass, and never called a mismatch.
+    HarnessFault,
+}
+
+impl Verdict {
+    /// The process exit code.
+    pub fn code(self) -> u8 {
+        match self {
+            Verdict::Proven => 0,
+            Verdict::Mismatches => 1,
+            Verdict::Usage => 2,
+            Verdict::HarnessFault => 3,
+        }
+    }
+
+    fn of(reports: &[VersionReport]) -> Verdict {
+        if reports.iter().any(|r| !r.findings.is_empty()) {
+            Verdict::Mismatches
+        } else if reports.iter().any(|r| !r.faults.is_empty()) || !reports.iter().any(|r| r.proven()) {
+            Verdict::HarnessFault
+        } else {
+            Verdict::Proven
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Proven => "proven",
+            Verdict::Mismatches => "mismatches",
+            Verdict::Usage => "usage error",
+            Verdict::HarnessFault => "harness fault",
+        }
+    }
+}
+
+fn at_least_two(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 2 => Ok(n),
+        Ok(_) => Err("a topology has at least 2 server lines".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 /// Options of `nginx-ketama verify`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct VerifyArgs {
-    /// Where nginx runs: `auto` (Docker if an engine answers and the images exist, else local binaries),
-    /// `local` or `docker`.
-    #[arg(long, default_value = "auto")]
-    pub backend: String,
+    /// Where nginx runs.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
     /// nginx versions to check (default: every provisioned one).
     #[arg(long, value_delimiter = ',')]
     pub versions: Vec<NginxVersion>,
@@ -30,24 +94,65 @@ pub struct VerifyArgs {
     /// Master seed (a mismatch report names it).
     #[arg(long, default_value_t = 2026)]
     pub seed: u64,
-    /// Run only this topology index (to replay a mismatch).
+    /// Run only this topology index (to replay a mismatch); must be below --topologies.
     #[arg(long)]
     pub only: Option<usize>,
-    /// Largest topology, in server lines.
-    #[arg(long, default_value_t = 60)]
+    /// Largest topology, in server lines (at least 2).
+    #[arg(long, default_value_t = 60, value_parser = at_least_two)]
     pub max_servers: usize,
     /// Skip the arc-by-arc ring proof.
     #[arg(long)]
     pub no_ring_proof: bool,
-    /// Stream sessions per version (local backend; 0 to skip).
+    /// Stream sessions per version (local builds; 0 to skip).
     #[arg(long, default_value_t = 300)]
     pub stream_sessions: usize,
+    /// Run the whole proof this many times in a row (a soak); ends with one row per run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
     /// Where to write mismatches (JSON lines) if there are any.
     #[arg(long, default_value = "target/nginx-ketama/mismatches.jsonl")]
     pub mismatches: PathBuf,
     /// Directory of provisioned nginx builds (default: $NGINX_KETAMA_NGINX_DIR or ./.nginx).
     #[arg(long)]
     pub nginx_dir: Option<PathBuf>,
+}
+
+impl VerifyArgs {
+    /// What the command line asks for that cannot be done.
+    ///
+    /// # Errors
+    ///
+    /// A message for the user: nothing to check, or `--only` out of range.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.topologies == 0 && self.stream_sessions == 0 {
+            return Err("nothing checked: --topologies 0 and --stream-sessions 0 leave nothing to compare".into());
+        }
+        match self.only {
+            Some(i) if i >= self.topologies => Err(format!(
+                "--only {i} is out of range: with --topologies {} the topologies are numbered {}",
+                self.topologies,
+                match self.topologies {
+                    0 => "(none)".to_string(),
+                    1 => "0".to_string(),
+                    n => format!("0 to {}", n - 1),
+                }
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn sweep_options(&self) -> SweepOptions {
+        SweepOptions {
+            seed: self.seed,
+            topologies: self.topologies,
+            only: self.only,
+            keys: self.keys,
+            prove_ring: !self.no_ring_proof,
+            stream_sessions: self.stream_sessions,
+            resolver_exe: std::env::current_exe().ok(),
+            topology: super::topology::TopologyOptions { max_servers: self.max_servers, ..Default::default() },
+        }
+    }
 }
 
 /// Chooses backends for `args`.
@@ -60,14 +165,13 @@ pub fn backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
     let installs = Installation::discover(&root);
     let wanted: Vec<NginxVersion> =
         if args.versions.is_empty() { installs.iter().map(|i| i.version).collect() } else { args.versions.clone() };
-    if wanted.is_empty() && args.backend != "docker" {
+    if wanted.is_empty() && args.backend != BackendChoice::Docker {
         bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
     }
-    let docker = match args.backend.as_str() {
-        "local" => false,
-        "docker" => true,
-        "auto" => docker_available() && wanted.iter().all(|v| docker_backend(*v).is_ok()),
-        other => bail!("unknown backend {other:?} (auto, local or docker)"),
+    let docker = match args.backend {
+        BackendChoice::Local => false,
+        BackendChoice::Docker => true,
+        BackendChoice::Auto => docker_available() && wanted.iter().all(|v| docker_backend(*v).is_ok()),
     };
     wanted
         .iter()
@@ -86,31 +190,67 @@ pub fn backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
         .collect()
 }
 
-/// Runs `verify`; returns the process exit code (0 only with zero mismatches).
-///
-/// # Errors
-///
-/// Anything that stops the sweep (nginx not starting, I/O).
-pub fn verify(args: VerifyArgs) -> Result<i32> {
-    let backends = backends(&args)?;
-    let options = SweepOptions {
-        seed: args.seed,
-        topologies: args.topologies,
-        only: args.only,
-        keys: args.keys,
-        prove_ring: !args.no_ring_proof,
-        stream_sessions: args.stream_sessions,
-        resolver_exe: std::env::current_exe().ok(),
-        topology: super::topology::TopologyOptions { max_servers: args.max_servers, ..Default::default() },
+/// Runs `verify` and says how it ended (see [`Verdict`] for the exit codes). Progress goes to stderr, the
+/// tables and findings to stdout, mismatches also to `--mismatches`.
+pub fn verify(args: &VerifyArgs) -> Verdict {
+    if let Err(message) = args.validate() {
+        eprintln!("nginx-ketama: {message}");
+        return Verdict::Usage;
+    }
+    let backends = match backends(args) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("nginx-ketama: {e:#}");
+            return Verdict::HarnessFault;
+        }
     };
+    let options = args.sweep_options();
+    let mut soak = Vec::new();
+    let mut all_findings = Vec::new();
+    for run in 1..=args.repeat {
+        let started = Instant::now();
+        let reports = run_once(args, &backends, &options);
+        let elapsed = started.elapsed();
+        print!("{}", table(&reports));
+        let verdict = Verdict::of(&reports);
+        print_faults(&reports);
+        print_findings(&reports);
+        match verdict {
+            Verdict::Proven => println!("0 mismatches: the library routes exactly like nginx on every request above."),
+            Verdict::HarnessFault if reports.iter().all(|r| r.faults.is_empty()) => {
+                println!("nothing checked: no request or stream session was compared")
+            }
+            Verdict::HarnessFault => println!("harness fault: this run proves nothing (see above)"),
+            _ => {}
+        }
+        if args.repeat > 1 {
+            println!("== run {run}/{}: {} in {:.1} s\n", args.repeat, verdict.word(), elapsed.as_secs_f64());
+        }
+        all_findings.extend(reports.iter().flat_map(|r| r.findings.iter().cloned()));
+        soak.push(RunSummary::of(run, verdict, elapsed, &reports));
+    }
+    if !all_findings.is_empty() {
+        match write_findings(args, &all_findings) {
+            Ok(()) => println!("{} mismatches; all of them are in {}", all_findings.len(), args.mismatches.display()),
+            Err(e) => eprintln!("nginx-ketama: writing {}: {e:#}", args.mismatches.display()),
+        }
+    }
+    if args.repeat > 1 {
+        print!("{}", soak_table(&soak));
+    }
+    soak.iter().map(|r| r.verdict).max().unwrap_or(Verdict::HarnessFault)
+}
+
+/// One run of every backend, with a progress bar on stderr.
+fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> Vec<VersionReport> {
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("{prefix:>8} {bar:30} {pos:>7}/{len:7} {elapsed:>4} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut reports = Vec::new();
-    for backend in &backends {
-        let report = sweep_backend(backend, &options, &mut |e| match e {
+    for backend in backends {
+        let mut report = sweep_backend(backend, options, &mut |e| match e {
             Event::Topology(version, index, label, planned) => {
                 bar.set_prefix(version.to_string());
                 bar.set_length(planned as u64);
@@ -120,8 +260,8 @@ pub fn verify(args: VerifyArgs) -> Result<i32> {
             Event::Requests(n) => bar.set_position(n as u64),
             Event::Done(0) => {}
             Event::Done(n) => bar.println(format!("  {n} mismatches")),
-        })?;
-        let mut report = report;
+            Event::Fault(index) => bar.println(format!("  topology {index}: harness fault")),
+        });
         // Containers hide the client's source port; check the stream module with the local build instead.
         if let (Backend::Docker { version, .. }, true) =
             (backend, options.stream_sessions > 0 && options.only.is_none())
@@ -129,39 +269,104 @@ pub fn verify(args: VerifyArgs) -> Result<i32> {
             let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
             if let Some(install) = Installation::discover(&root).into_iter().find(|i| i.version == *version) {
                 bar.set_message(format!("stream module, local nginx {version}"));
-                let (sessions, findings) = super::sweep::stream_check(&Backend::Local(install), &options)?;
-                report.stream_sessions = sessions;
-                report.findings.extend(findings);
+                super::sweep::stream_into(&Backend::Local(install), options, &mut report);
             }
         }
         reports.push(report);
     }
     bar.finish_and_clear();
-    print!("{}", table(&reports));
-    let findings: Vec<&Finding> = reports.iter().flat_map(|r| &r.findings).collect();
-    if findings.is_empty() {
-        println!("0 mismatches: the library routes exactly like nginx on every request above.");
-        return Ok(0);
+    reports
+}
+
+fn print_faults(reports: &[VersionReport]) {
+    for f in reports.iter().flat_map(|r| &r.faults) {
+        let what = match f.topology {
+            Some(i) => format!("topology {i}"),
+            None => "stream check".to_string(),
+        };
+        println!("harness fault: nginx {} ({}), {what} (seed {}):", f.version, f.backend, f.topology_seed);
+        for line in f.cause.lines() {
+            println!("    {line}");
+        }
+        println!("  replay: {}", f.replay);
     }
-    write_findings(&args, &findings)?;
-    for f in findings.iter().take(5) {
+}
+
+fn print_findings(reports: &[VersionReport]) {
+    for f in reports.iter().flat_map(|r| &r.findings).take(5) {
         println!(
-            "  nginx {} topology {} key {}: expected {:?}, nginx {:?}",
+            "  nginx {} topology {} key {}: expected {:?}, nginx {:?}\n  replay: {}",
             f.version,
             f.topology,
             show_key(&f.mismatch.key),
             f.mismatch.expected,
-            f.mismatch.actual
+            f.mismatch.actual,
+            f.replay
         );
     }
-    println!("{} mismatches; all of them are in {}", findings.len(), args.mismatches.display());
-    Ok(1)
+}
+
+/// One row of the soak table.
+#[derive(Debug, Clone)]
+struct RunSummary {
+    run: u32,
+    verdict: Verdict,
+    elapsed: Duration,
+    requests: usize,
+    arcs: usize,
+    mismatches: usize,
+    faults: usize,
+}
+
+impl RunSummary {
+    fn of(run: u32, verdict: Verdict, elapsed: Duration, reports: &[VersionReport]) -> RunSummary {
+        RunSummary {
+            run,
+            verdict,
+            elapsed,
+            requests: reports.iter().map(|r| r.requests + r.stream_sessions).sum(),
+            arcs: reports.iter().map(|r| r.arcs_proven).sum(),
+            mismatches: reports.iter().map(|r| r.findings.len()).sum(),
+            faults: reports.iter().map(|r| r.faults.len()).sum(),
+        }
+    }
+}
+
+fn soak_table(runs: &[RunSummary]) -> String {
+    let mut out = format!(
+        "{:>4} {:<14} {:>10} {:>12} {:>11} {:>7} {:>8}\n",
+        "run", "verdict", "requests", "arcs proven", "mismatches", "faults", "seconds"
+    );
+    for r in runs {
+        out.push_str(&format!(
+            "{:>4} {:<14} {:>10} {:>12} {:>11} {:>7} {:>8.1}\n",
+            r.run,
+            r.verdict.word(),
+            r.requests,
+            r.arcs,
+            r.mismatches,
+            r.faults,
+            r.elapsed.as_secs_f64()
+        ));
+    }
+    let proven = runs.iter().filter(|r| r.verdict == Verdict::Proven).count();
+    let mut secs: Vec<f64> = runs.iter().map(|r| r.elapsed.as_secs_f64()).collect();
+    secs.sort_by(f64::total_cmp);
+    out.push_str(&format!(
+        "{proven} of {} runs proven; {} failed; seconds per run: min {:.1}, median {:.1}, max {:.1}\n",
+        runs.len(),
+        runs.len() - proven,
+        secs.first().copied().unwrap_or(0.0),
+        secs.get(secs.len() / 2).copied().unwrap_or(0.0),
+        secs.last().copied().unwrap_or(0.0)
+    ));
+    out
 }
 
 /// The summary table, one row per nginx version.
 pub fn table(reports: &[VersionReport]) -> String {
     let mut out = format!(
-        "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>9}\n",
+        "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>7} {:>9}\n",
         "nginx",
         "backend",
         "topologies",
@@ -171,11 +376,12 @@ pub fn table(reports: &[VersionReport]) -> String {
         "rr/empty",
         "stream",
         "mismatches",
+        "faults",
         "req/s"
     );
     for r in reports {
         out.push_str(&format!(
-            "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>9.0}\n",
+            "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>7} {:>9.0}\n",
             r.version,
             r.backend.split_whitespace().next().unwrap_or(""),
             format!("{} ({}c)", r.topologies, r.consistent),
@@ -185,13 +391,14 @@ pub fn table(reports: &[VersionReport]) -> String {
             r.round_robin,
             r.stream_sessions,
             r.findings.len(),
+            r.faults.len(),
             r.rate()
         ));
     }
     out
 }
 
-fn write_findings(args: &VerifyArgs, findings: &[&Finding]) -> Result<()> {
+fn write_findings(args: &VerifyArgs, findings: &[Finding]) -> Result<()> {
     if let Some(dir) = args.mismatches.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -212,10 +419,7 @@ fn write_findings(args: &VerifyArgs, findings: &[&Finding]) -> Result<()> {
             "expected": {"status": m.expected.0, "upstream_addr": m.expected.1},
             "nginx_said": {"status": m.actual.0, "upstream_addr": m.actual.1},
             "upstream_block": f.upstream_block,
-            "replay": format!(
-                "nginx-ketama verify --backend {} --versions {} --seed {} --keys {} --only {}",
-                f.backend.split_whitespace().next().unwrap_or("local"), f.version, args.seed, args.keys, f.topology
-            ),
+            "replay": f.replay,
         });
         serde_json::to_writer(&mut file, &line)?;
         file.write_all(b"\n")?;

@@ -71,6 +71,50 @@ pub struct Finding {
     pub upstream_block: String,
     /// The difference.
     pub mismatch: Mismatch,
+    /// The command that runs this topology again.
+    pub replay: String,
+}
+
+/// A topology (or the stream check) the harness could not run to the end: nginx did not start or answer,
+/// a socket failed. Not a mismatch, and never a pass.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// nginx version.
+    pub version: String,
+    /// Backend description.
+    pub backend: String,
+    /// Topology index within the sweep; `None` for the stream check.
+    pub topology: Option<usize>,
+    /// The topology's seed.
+    pub topology_seed: u64,
+    /// What went wrong, with the last lines of nginx's error log (see [`super::backend::log_tail`]).
+    pub cause: String,
+    /// The command that runs this topology again.
+    pub replay: String,
+}
+
+/// The `nginx-ketama verify` command line that runs topology `index` (or, with `None`, the stream check) of
+/// this sweep again on `backend`.
+pub fn replay_command(backend: &Backend, options: &SweepOptions, index: Option<usize>) -> String {
+    let defaults = SweepOptions::default();
+    let mut cmd = format!(
+        "nginx-ketama verify --backend {} --versions {} --seed {} --keys {}",
+        backend.kind(),
+        backend.version(),
+        options.seed,
+        options.keys
+    );
+    if options.topology.max_servers != defaults.topology.max_servers {
+        cmd.push_str(&format!(" --max-servers {}", options.topology.max_servers));
+    }
+    if !options.prove_ring {
+        cmd.push_str(" --no-ring-proof");
+    }
+    match index {
+        Some(i) => cmd.push_str(&format!(" --only {i}")),
+        None => cmd.push_str(&format!(" --topologies 0 --stream-sessions {}", options.stream_sessions)),
+    }
+    cmd
 }
 
 /// Totals for one nginx version.
@@ -98,11 +142,18 @@ pub struct VersionReport {
     pub spellings: BTreeSet<String>,
     /// Everything that differed.
     pub findings: Vec<Finding>,
+    /// Everything the harness could not run.
+    pub faults: Vec<Fault>,
     /// Time spent in request/response exchange.
     pub elapsed: Duration,
 }
 
 impl VersionReport {
+    /// Whether this report proves anything: something compared, nothing differed, no faults.
+    pub fn proven(&self) -> bool {
+        self.findings.is_empty() && self.faults.is_empty() && self.requests + self.stream_sessions > 0
+    }
+
     /// Requests per second against nginx.
     pub fn rate(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -118,6 +169,8 @@ pub enum Event<'a> {
     Requests(usize),
     /// A topology finished with this many mismatches.
     Done(usize),
+    /// The harness could not run this topology (see [`Fault`]).
+    Fault(usize),
 }
 
 /// Resolves `names` the way nginx will see them: our resolver run in the same kind of private namespaces the
@@ -163,16 +216,9 @@ pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, uni
     Ok(t)
 }
 
-/// Runs the sweep on one backend.
-///
-/// # Errors
-///
-/// nginx failing to start or to answer; mismatches are not errors (they are in the report).
-pub fn sweep_backend(
-    backend: &Backend,
-    options: &SweepOptions,
-    on: &mut dyn FnMut(Event<'_>),
-) -> Result<VersionReport> {
+/// Runs the sweep on one backend. A topology the harness cannot run is a [`Fault`] in the report, a
+/// difference a [`Finding`]; neither stops the sweep.
+pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnMut(Event<'_>)) -> VersionReport {
     let version = backend.version();
     let mut report =
         VersionReport { version: version.to_string(), backend: backend.describe(), ..VersionReport::default() };
@@ -181,11 +227,64 @@ pub fn sweep_backend(
         None => (0..options.topologies).collect(),
     };
     for index in indexes {
-        // Unix sockets live in the instance's prefix; the prefix is created fresh per start, so the
-        // topology names a directory that the backend creates (sock/ under a stable short path).
-        let unix_dir = super::local::fresh_prefix()?.display().to_string();
+        let seed = topology_seed(options.seed, index);
+        if let Err(e) = run_topology(backend, options, index, &mut report, on) {
+            on(Event::Fault(index));
+            report.faults.push(Fault {
+                version: report.version.clone(),
+                backend: report.backend.clone(),
+                topology: Some(index),
+                topology_seed: seed,
+                cause: format!("{e:#}"),
+                replay: replay_command(backend, options, Some(index)),
+            });
+        }
+    }
+    if options.stream_sessions > 0 && matches!(backend, Backend::Local(_)) && options.only.is_none() {
+        stream_into(backend, options, &mut report);
+    }
+    report
+}
+
+/// Runs the stream check on `backend` and adds its sessions, mismatches or fault to `report`.
+pub fn stream_into(backend: &Backend, options: &SweepOptions, report: &mut VersionReport) {
+    match stream_check(backend, options) {
+        Ok((sessions, findings)) => {
+            report.stream_sessions = sessions;
+            report.findings.extend(findings);
+        }
+        Err(e) => report.faults.push(Fault {
+            version: report.version.clone(),
+            backend: format!("{} (stream)", backend.describe()),
+            topology: None,
+            topology_seed: topology_seed(options.seed, STREAM_INDEX),
+            cause: format!("{e:#}"),
+            replay: replay_command(backend, options, None),
+        }),
+    }
+}
+
+/// Source ports the stream check binds on `127.0.0.1`.
+pub const CLIENT_PORTS: std::ops::Range<u16> = 20000..32000;
+const _: () = assert!(CLIENT_PORTS.end <= *super::netns::EPHEMERAL_PORTS.start());
+
+/// The index whose seed the stream check's topology uses.
+const STREAM_INDEX: usize = usize::MAX / 2;
+
+/// Runs topology `index` and adds what it compared to `report`.
+fn run_topology(
+    backend: &Backend,
+    options: &SweepOptions,
+    index: usize,
+    report: &mut VersionReport,
+    on: &mut dyn FnMut(Event<'_>),
+) -> Result<()> {
+    let version = backend.version();
+    // Unix sockets live in a fresh short directory per topology.
+    let unix_dir = super::local::fresh_prefix()?.display().to_string();
+    let result = (|| {
         let mut topology = topology_for(backend, options, index, &unix_dir)?;
-        let session = parity::start(backend, &mut topology).with_context(|| format!("topology {index}"))?;
+        let session = parity::start(backend, &mut topology).context("starting nginx")?;
         let upstream = topology.upstream(version)?;
         let plan = parity::plan(
             &upstream,
@@ -202,35 +301,32 @@ pub fn sweep_backend(
         };
         on(Event::Topology(&report.version, index, label, plan.requests.len()));
         let mut model = LibraryModel::new(&upstream, &topology);
-        let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)));
-        drop(session);
-        let _ = std::fs::remove_dir_all(&unix_dir);
-        let run = run.with_context(|| format!("topology {index} (seed {})", topology.seed))?;
-        on(Event::Done(run.mismatches.len()));
-        report.topologies += 1;
-        report.consistent += usize::from(topology.method == Method::Consistent);
-        report.requests += run.requests;
-        report.failovers += run.failovers;
-        report.round_robin += plan.requests.iter().filter(|r| r.kind == KeyKind::Empty).count();
-        report.arcs_proven += run.arcs_proven;
-        report.elapsed += run.elapsed;
-        report.spellings.extend(topology.spellings().iter().map(|s| format!("{s:?}")));
-        let block = topology.upstream_block(super::site::HTTP_KEY, true);
-        report.findings.extend(run.mismatches.into_iter().map(|mismatch| Finding {
-            version: report.version.clone(),
-            backend: report.backend.clone(),
-            topology: index,
-            topology_seed: topology.seed,
-            upstream_block: block.clone(),
-            mismatch,
-        }));
-    }
-    if options.stream_sessions > 0 && matches!(backend, Backend::Local(_)) && options.only.is_none() {
-        let (sessions, findings) = stream_check(backend, options)?;
-        report.stream_sessions = sessions;
-        report.findings.extend(findings);
-    }
-    Ok(report)
+        let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)))?;
+        anyhow::Ok((topology, plan, run))
+    })();
+    let _ = std::fs::remove_dir_all(&unix_dir);
+    let (topology, plan, run) = result?;
+    on(Event::Done(run.mismatches.len()));
+    report.topologies += 1;
+    report.consistent += usize::from(topology.method == Method::Consistent);
+    report.requests += run.requests;
+    report.failovers += run.failovers;
+    report.round_robin += plan.requests.iter().filter(|r| r.kind == KeyKind::Empty).count();
+    report.arcs_proven += run.arcs_proven;
+    report.elapsed += run.elapsed;
+    report.spellings.extend(topology.spellings().iter().map(|s| format!("{s:?}")));
+    let block = topology.upstream_block(super::site::HTTP_KEY, true);
+    let replay = replay_command(backend, options, Some(index));
+    report.findings.extend(run.mismatches.into_iter().map(|mismatch| Finding {
+        version: report.version.clone(),
+        backend: report.backend.clone(),
+        topology: index,
+        topology_seed: topology.seed,
+        upstream_block: block.clone(),
+        mismatch,
+        replay: replay.clone(),
+    }));
+    Ok(())
 }
 
 /// One stream topology (IPv4 and unix spellings, since stream `server` lines need ports) checked with
@@ -242,19 +338,21 @@ pub fn sweep_backend(
 pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize, Vec<Finding>)> {
     let unix_dir = super::local::fresh_prefix()?.display().to_string();
     let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: Some(unix_dir.clone()) };
-    let seed = topology_seed(options.seed, usize::MAX / 2);
+    let seed = topology_seed(options.seed, STREAM_INDEX);
     let topo_opts = TopologyOptions { max_servers: 20, ..options.topology.clone() };
     let topology = Topology::random(seed, &topo_opts, &caps);
     let upstream = topology.upstream(backend.version())?;
     let mut model = LibraryModel::new(&upstream, &topology);
-    // Distinct source ports, in random order, away from the ephemeral range the kernel hands out.
-    let mut ports: Vec<u16> = (20000..32000).collect();
+    // Distinct source ports on 127.0.0.1 (which no topology uses), in random order, outside the ephemeral
+    // range the kernel hands out.
+    let mut ports: Vec<u16> = CLIENT_PORTS.collect();
     ports.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
     ports.truncate(options.stream_sessions);
     let result = stream::run_stream(backend, &topology, &ports, &mut model);
     let _ = std::fs::remove_dir_all(&unix_dir);
     let report = result.context("stream check")?;
     let block = topology.upstream_block(super::site::STREAM_KEY, false);
+    let replay = replay_command(backend, options, None);
     let findings = report
         .mismatches
         .into_iter()
@@ -272,6 +370,7 @@ pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize,
                 expected: (0, expected),
                 actual: (0, actual),
             },
+            replay: replay.clone(),
         })
         .collect();
     Ok((report.sessions, findings))
