@@ -112,7 +112,7 @@ fn slices<'a>(buf: &'a [u8], spans: &[(usize, usize)]) -> Vec<&'a [u8]> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The reference ring: nginx's algorithm written as plainly as possible (spec §3.1–3.3).
+// The reference ring: nginx's algorithm written as plainly as possible (docs/nginx-algorithm.md §3.1–3.3).
 
 /// Sorted, deduplicated `(hash, server index)` points, plus the hashes that more than one point generated.
 fn reference_ring(names: &[String], weight: u32) -> (Vec<(u32, usize)>, HashSet<u32>) {
