@@ -153,8 +153,7 @@ fn refresh_prose(records: &std::path::Path) -> Result<()> {
     for case in catalog() {
         let path = records.join(format!("{}.json", case.name));
         let Ok(text) = std::fs::read_to_string(&path) else { continue };
-        let old: golden::Record =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let old: golden::Record = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         let fresh = golden::skeleton(&case);
         let mut new = old.clone();
         new.description.clone_from(&fresh.description);
