@@ -113,7 +113,8 @@ fn slices<'a>(buf: &'a [u8], spans: &[(usize, usize)]) -> Vec<&'a [u8]> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The reference ring (`nginx_ketama::ring::reference`): nginx's algorithm written as plainly as possible.
+// The reference ring (`nginx_ketama::ring::reference`): nginx's algorithm written as plainly as possible
+// (docs/nginx-algorithm.md §3.1–3.3).
 
 /// Sorted, deduplicated `(hash, server index)` points, plus the hashes that more than one point generated.
 fn reference_ring(servers: &[Server], weight: u32) -> (Vec<(u32, usize)>, HashSet<u32>) {

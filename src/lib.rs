@@ -9,7 +9,7 @@
 //!     .peer(Peer::new("[::1]:9101").with_weight(2))
 //!     .peer(Peer::new("UNIX:/tmp/ngxrun/b.sock"))
 //!     .build()?;
-//! // Recorded from a real nginx (../shared spec §11 E).
+//! // Recorded from a real nginx (docs/nginx-algorithm.md §11 E).
 //! assert_eq!(up.route(b"k9"), Route::Server(up.primary()[3].server()));
 //! # Ok::<(), nginx_ketama::UpstreamError>(())
 //! ```
@@ -21,6 +21,11 @@
 //! (`crc32(host ‖ 0 ‖ port ‖ le32(previous point))`). A key's CRC32 picks the first point at or above it.
 //! Failover walks the ring one point at a time, skipping tried and failed peers, and after 20 empty points
 //! gives up hashing for round-robin. Plain `hash` is Cache::Memcached's rehash over weighted slots.
+//!
+//! The whole algorithm (ring, lookup, failover, plain hash, round-robin fallback, failure accounting and every
+//! difference between nginx releases, each rule cited to nginx's source) is described in
+//! `docs/nginx-algorithm.md`, shipped in the repository and in the published package. This crate's
+//! documentation and comments cite it as "algorithm §N".
 //!
 //! # Overview
 //!

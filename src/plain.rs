@@ -13,7 +13,8 @@ use crate::upstream::List;
 /// ```
 /// use nginx_ketama::plain::RehashSequence;
 ///
-/// // Spec test vector: key "k0" over five peers of weight 1 first picks slot 1, then slot 4.
+/// // docs/nginx-algorithm.md §4 and §11 (worked example 5): key "k0" over five peers of weight 1 first
+/// // picks slot 1, then slot 4.
 /// let mut seq = RehashSequence::new(b"k0");
 /// assert_eq!(seq.next_sum(), 24841);
 /// assert_eq!(seq.next_sum() % 5, 4);
@@ -153,7 +154,7 @@ mod tests {
 
     #[test]
     fn spec_vectors() {
-        // Spec §4: k0 → h0 = 24841 → slot 1; h1 = 31288, so the second sum is 56129 → slot 4.
+        // Algorithm §4: k0 → h0 = 24841 → slot 1; h1 = 31288, so the second sum is 56129 → slot 4.
         let mut s = RehashSequence::new(b"k0");
         assert_eq!(s.next_sum(), 24841);
         assert_eq!(s.next_sum(), 24841 + 31288);

@@ -171,8 +171,8 @@ impl Ring {
 
         // The plan. One chain per distinct server string, in order of first appearance (its index is the
         // owner index of its points). One segment per peer that adds points: points `from..to` of its string's
-        // chain; a duplicate string regenerates the same chain, so only a heavier duplicate adds any (spec
-        // §3.1). Segments are numbered in list order, the order in which nginx generates points.
+        // chain; a duplicate string regenerates the same chain, so only a heavier duplicate adds any
+        // (docs/nginx-algorithm.md §3.1). Segments are numbered in list order, the order in which nginx generates points.
         let mut chain_of: HashMap<&'a Server, usize> = HashMap::new();
         let mut servers: Vec<Server> = Vec::new();
         let mut chains: Vec<Chain> = Vec::new();
@@ -198,7 +198,7 @@ impl Ring {
         // Every point, packed as `hash << 32 | segment`.
         let mut points = generate(&chains, &segments);
         // Ordered by (hash, segment): among equal hashes the earliest generated point comes first, exactly as
-        // nginx's stable sort leaves them, and dedup keeps it (spec §3.2). Two points of one segment that
+        // nginx's stable sort leaves them, and dedup keeps it (algorithm §3.2). Two points of one segment that
         // share a hash share their owner too, so their order does not matter.
         sort_points(&mut points);
         points.dedup_by_key(|p| *p >> 32);
@@ -414,7 +414,7 @@ fn fill_lanes<const L: usize>(mut jobs: [&mut (u32, u64, &mut [u64]); L]) {
     }
 }
 
-/// `crc32(base ‖ le32(prev))` from `crc32(base)`: one step of a point chain (spec §3.1).
+/// `crc32(base ‖ le32(prev))` from `crc32(base)`: one step of a point chain (algorithm §3.1).
 ///
 /// CRC-32 can be resumed from a finished value (undo the final inversion, feed more bytes, invert again);
 /// the four bytes of `prev` are fed at once with slicing-by-4 tables. This is what nginx computes, without
@@ -555,7 +555,7 @@ mod tests {
         Ring::new(servers.iter().map(|(s, w)| (s, *w))).unwrap()
     }
 
-    /// The first points of a chain, as recorded from nginx (spec §3.1).
+    /// The first points of a chain, as recorded from nginx (algorithm §3.1).
     #[test]
     fn chain_starts_like_nginx() {
         let r = ring(&[("127.0.0.1:9001", 1)]);
@@ -575,7 +575,7 @@ mod tests {
         assert_eq!(p0("127.0.0.1:80"), 0xb205012f);
     }
 
-    /// Spec §3.2 / §11 F: two different servers whose points collide; the one listed first keeps the point.
+    /// Algorithm §3.2 / §11 F: two different servers whose points collide; the one listed first keeps the point.
     #[test]
     fn collision_keeps_the_first_listed_server() {
         for (first, second) in [("127.0.0.1:20195", "127.0.0.1:20412"), ("127.0.0.1:20412", "127.0.0.1:20195")] {
@@ -667,7 +667,7 @@ mod tests {
     // -----------------------------------------------------------------------------------------------------
     // The fast path against the reference ring (`reference`), nginx's algorithm written as plainly as possible.
 
-    /// The reference ring for `peers`, with owners as server strings.
+    /// The reference ring for `peers` (algorithm §3.1–3.2), with owners as server strings.
     fn reference_points(peers: &[(Server, u32)]) -> Vec<(u32, Server)> {
         reference::points(peers.iter().map(|(s, w)| (s, *w)))
             .into_iter()
@@ -699,7 +699,7 @@ mod tests {
         }
     }
 
-    /// Server strings of every shape nginx hashes, plus the two strings whose chains really collide (spec
+    /// Server strings of every shape nginx hashes, plus the two strings whose chains really collide (algorithm
     /// §3.2), so that random rings regularly contain a collision that only a stable sort resolves right.
     fn server_string() -> impl Strategy<Value = String> {
         prop_oneof![

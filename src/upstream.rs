@@ -252,7 +252,7 @@ pub enum UpstreamError {
 /// let up = Upstream::builder(Method::Consistent)
 ///     .peers((9001..=9005).map(|p| Peer::new(format!("127.0.0.1:{p}"))))
 ///     .build()?;
-/// // Recorded from nginx (spec §11 A).
+/// // Recorded from nginx (docs/nginx-algorithm.md §11 A).
 /// assert_eq!(up.route(b"k0"), Route::Server(up.primary()[4].server()));
 /// assert_eq!(up.route(b""), Route::RoundRobin); // the empty key is never hashed
 /// # Ok::<(), nginx_ketama::UpstreamError>(())
@@ -549,7 +549,7 @@ mod tests {
         }
     }
 
-    /// Spec §11 A and B, recorded from nginx.
+    /// Algorithm §11 A and B, recorded from nginx.
     #[test]
     fn spec_vectors_a_and_b() {
         let a = five(Method::Consistent);
@@ -563,7 +563,7 @@ mod tests {
         }
     }
 
-    /// Spec §11 E: weights, IPv6 and `UNIX:` spellings, recorded from nginx.
+    /// Algorithm §11 E: weights, IPv6 and `UNIX:` spellings, recorded from nginx.
     #[test]
     fn spec_vector_e_weights_and_spellings() {
         let up = Upstream::builder(Method::Consistent)

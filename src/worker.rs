@@ -126,7 +126,7 @@ enum Walk<'u, 'k> {
 /// ```
 /// use nginx_ketama::{List, Method, Peer, PeerId, Status, Upstream, Worker};
 ///
-/// // Spec §11 C, recorded from nginx: 9001 and 9002 answer, 9901..9903 refuse connections.
+/// // docs/nginx-algorithm.md §11 C, recorded from nginx: 9001 and 9002 answer, 9901..9903 refuse connections.
 /// let up = Upstream::builder(Method::Consistent)
 ///     .peers(["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9901", "127.0.0.1:9902", "127.0.0.1:9903"]
 ///         .map(|s| Peer::new(s).with_max_fails(0)))
@@ -413,7 +413,7 @@ mod tests {
         p.name().contains(":99")
     }
 
-    /// Spec §11 C: failover chains recorded from nginx (each key on a fresh worker is not required: with
+    /// Algorithm §11 C: failover chains recorded from nginx (each key on a fresh worker is not required: with
     /// max_fails=0 and unique names the chain does not depend on history).
     #[test]
     fn consistent_failover_chains_match_nginx() {
@@ -436,7 +436,7 @@ mod tests {
         }
     }
 
-    /// Spec §11 D: plain hash with refused peers.
+    /// Algorithm §11 D: plain hash with refused peers.
     #[test]
     fn plain_failover_chains_match_nginx() {
         let up = upstream(Method::Plain, &["9001", "9901", "9902", "9002"]);

@@ -1,5 +1,5 @@
 //! The `nginx-ketama` command's contract (`route`, `ring`), offline. Expected routes come from the nginx
-//! recordings in ../shared/nginx-hash-spec.md §11 (vectors A and C).
+//! recordings in docs/nginx-algorithm.md §11 (vectors A and C).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

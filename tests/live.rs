@@ -248,9 +248,9 @@ fn keys(prefix: &str, n: usize) -> Vec<Vec<u8>> {
     (0..n).map(|i| format!("{prefix}{i}").into_bytes()).collect()
 }
 
-/// Hand-built stateful scenarios from the spec, each on every version: more than 20 misses then
-/// round-robin and backups, failure accounting, empty keys, a single server, plain hash with one primary
-/// plus backups (where 1.26 and 1.30 differ).
+/// Hand-built stateful scenarios from docs/nginx-algorithm.md (§3.4, §4, §5, §9), each on every version:
+/// more than 20 misses then round-robin and backups, failure accounting, empty keys, a single server, plain
+/// hash with one primary plus backups (where 1.26 and 1.30 differ).
 #[test]
 fn stateful_scenarios_match_nginx() -> Result<()> {
     let Some(installs) = installs() else { return Ok(()) };
@@ -296,7 +296,7 @@ fn stateful_scenarios_match_nginx() -> Result<()> {
         let t = Topology { seed: 0, method: Method::Consistent, lines: one, hosts: vec![] };
         total += run_scenario(&backend, "single refusing server", t, keys("single", 50))?;
 
-        // Plain hash, one primary (refusing) plus three backups: version dependent (spec §8, 1.27.3).
+        // Plain hash, one primary (refusing) plus three backups: version dependent (algorithm §8, 1.27.3).
         let mut lines = ip_lines(4, 76);
         lines[0].dead = true;
         for l in &mut lines[1..] {

@@ -1,6 +1,6 @@
 //! How often the popular MD5 answers disagree with nginx. The library is checked against nginx elsewhere
 //! (tests/live.rs, tests/golden.rs); here its answers stand for nginx's, anchored on keys nginx itself routed
-//! (../shared/nginx-hash-spec.md §11 A).
+//! (docs/nginx-algorithm.md §11 A).
 
 use nginx_ketama::md5_variants::{LibketamaRing, Md5VnodeRing};
 use nginx_ketama::{Method, Peer, Route, Server, Upstream};
@@ -49,7 +49,7 @@ fn md5_rings_disagree_with_nginx_on_most_keys() {
     eprintln!("on 12 keys routed by real nginx: libketama wrong on {lk}, md5(server:i) wrong on {vn}");
 
     let shapes: Vec<(&str, Vec<(Server, u32)>)> = vec![
-        ("5 × 127.0.0.1:900N (spec §11 A)", five.clone()),
+        ("5 × 127.0.0.1:900N (algorithm §11 A)", five.clone()),
         (
             "3 hostnames, weights 1/2/3",
             vec![

@@ -1,8 +1,8 @@
 """An independent Python port of nginx's upstream ``hash`` balancer (plain and ``consistent``).
 
-Written from the project's spec (nginx-hash-spec.md): CRC32 (§1), the peer lists (§2), the ketama ring and its
-lookup and per-request walk (§3), the plain Cache::Memcached rehash (§4), and the round-robin fallback with failure
-accounting (§5). Standard library only.
+Follows the project's description of the algorithm, docs/nginx-algorithm.md (the § numbers below are its
+sections): CRC32 (§1), the peer lists (§2), the ketama ring and its lookup and per-request walk (§3), the plain
+Cache::Memcached rehash (§4), and the round-robin fallback with failure accounting (§5). Standard library only.
 
 The pure functions (:func:`ring_points`, :class:`Ring`, :func:`plain_hashes`, :func:`slot_owner`) answer "who owns
 this key" on a healthy upstream; :class:`Worker` simulates one nginx worker process request by request, with the

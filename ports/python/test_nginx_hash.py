@@ -1,4 +1,5 @@
-"""Unit tests: the spec's worked numbers (§1, §3.1, §4) and its vectors recorded from real nginx (§11 A-F).
+"""Unit tests: the worked numbers (§1, §3.1, §4) and the vectors recorded from real nginx (§11 A-F) of
+docs/nginx-algorithm.md.
 
 Run: python3 -m unittest discover -s ports/python   (or: python3 ports/python/test_nginx_hash.py)
 """
@@ -50,7 +51,7 @@ class Spec(unittest.TestCase):
 
 
 class NginxVectors(unittest.TestCase):
-    """Spec §11: recorded from nginx HEAD, one worker, fresh start, key $arg_k."""
+    """Algorithm §11 A-F: recorded from real nginx, one worker, fresh start, key $arg_k."""
 
     def test_a_consistent(self):
         ring = Ring((s.encode(), 1) for s in FIVE)
@@ -112,7 +113,7 @@ class NginxVectors(unittest.TestCase):
 
 
 class Behaviour(unittest.TestCase):
-    """Properties the spec states (§5, §9), not nginx recordings."""
+    """Properties algorithm §5 and §9 state, not nginx recordings."""
 
     def test_empty_key_is_weighted_round_robin(self):
         up = Upstream("consistent", [Peer(b"a:1", "a:1", weight=2), Peer(b"b:2", "b:2")])

@@ -49,8 +49,8 @@ pub struct Case {
     pub stateful: bool,
     /// Flags that apply to every key of the case.
     pub flags: Vec<&'static str>,
-    /// Why nginx versions are expected to disagree on this case (spec §8), if they are. A recording where
-    /// versions disagree without such a note is reported as unexplained.
+    /// Why nginx versions are expected to disagree on this case (docs/nginx-algorithm.md §8), if they are. A
+    /// recording where versions disagree without such a note is reported as unexplained.
     pub versions_differ: Option<&'static str>,
 }
 
@@ -237,7 +237,7 @@ fn collision_keys(hash: u32) -> Vec<CaseKey> {
 /// Two `127.0.20.1:PORT` strings whose point chains share one hash, found with [`find_point_collisions`]
 /// over ports 10000–19999: point #104 of port 10064 and point #47 of port 10291.
 pub const COLLISION: (&str, &str, u32) = ("127.0.20.1:10064", "127.0.20.1:10291", 0xf5b5_4a41);
-/// The spec's own pair (§3.2): point #45 of 127.0.0.1:20195 and point #109 of 127.0.0.1:20412.
+/// The pair of algorithm §11 F (ties: §3.2): point #45 of 127.0.0.1:20195 and point #109 of 127.0.0.1:20412.
 pub const SPEC_COLLISION: (&str, &str, u32) = ("127.0.0.1:20195", "127.0.0.1:20412", 0x32a8_f0fa);
 
 /// Birthday search: every pair of *different* server strings among `servers` (weight 1) whose point
@@ -795,7 +795,7 @@ pub fn catalog() -> Vec<Case> {
             "since 1.27.3 (db6870e06dde) plain `hash` bypasses to round-robin when the current list has fewer \
              than two peers, instead of only when the upstream has a single peer and no backups: 1.26.3 and \
              older hash onto the lone primary, miss 21 times and then round-robin through the backups; 1.27.3 \
-             and newer round-robin at once and, once on the backup list, hash over it (spec §8).",
+             and newer round-robin at once and, once on the backup list, hash over it (docs/nginx-algorithm.md §8).",
         ),
     });
 

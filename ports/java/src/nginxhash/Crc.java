@@ -2,7 +2,10 @@ package nginxhash;
 
 import java.util.zip.CRC32;
 
-/** nginx's CRC32 (spec §1): the standard reflected CRC-32, as an unsigned value in a {@code long}. */
+/**
+ * nginx's CRC32 (docs/nginx-algorithm.md §1): the standard reflected CRC-32, as an unsigned value in a
+ * {@code long}.
+ */
 final class Crc {
     private Crc() {}
 

@@ -2,7 +2,7 @@ package nginxhash;
 
 import java.nio.charset.StandardCharsets;
 
-/** The plain {@code hash $key;} rehash sequence (spec §4), compatible with Cache::Memcached. */
+/** The plain {@code hash $key;} rehash sequence (docs/nginx-algorithm.md §4), compatible with Cache::Memcached. */
 public final class PlainHash {
     private PlainHash() {}
 

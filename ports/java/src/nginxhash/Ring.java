@@ -7,7 +7,10 @@ import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 
-/** The ketama ring of {@code hash $key consistent;} (spec §3.1-3.3), built from the primary list only. */
+/**
+ * The ketama ring of {@code hash $key consistent;} (docs/nginx-algorithm.md §3.1-3.3), built from the primary
+ * list only.
+ */
 public final class Ring {
     public static final int POINTS_PER_WEIGHT = 160;
 
@@ -29,7 +32,7 @@ public final class Ring {
         for (int k = 0; k < order.length; k++) {
             order[k] = k;
         }
-        // Arrays.sort on objects is a stable merge sort: on equal hashes the earliest point stays first (§3.2).
+        // Arrays.sort on objects is a stable merge sort: on equal hashes the earliest point stays first (algorithm §3.2).
         Arrays.sort(order, Comparator.comparingLong(h::get));
         long[] hs = new long[order.length];
         byte[][] ss = new byte[order.length][];

@@ -3,7 +3,10 @@ package nginxhash;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-/** The routing rules that changed between the nginx releases this port models (1.13.6 and later; spec §8). */
+/**
+ * The routing rules that changed between the nginx releases this port models (1.13.6 and later;
+ * docs/nginx-algorithm.md §8).
+ */
 public record Rules(boolean plainGuardOnNumber, boolean downExcludedFromBudget, boolean emptyKeyRoundRobin) {
     public static final Rules LATEST = new Rules(true, true, true);
 

@@ -8,8 +8,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Self-check against the spec's worked numbers and its vectors recorded from real nginx (§11 A-F), plus the JSON
- * parser. Runs without any vector files: {@code java -cp build nginxhash.SpecVectors}.
+ * Self-check against the worked numbers and the vectors recorded from real nginx in docs/nginx-algorithm.md
+ * (§11 A-F), plus the JSON parser. Runs without any vector files: {@code java -cp build nginxhash.SpecVectors}.
  */
 public final class SpecVectors {
     private static int checks;

@@ -6,8 +6,9 @@ import java.util.List;
 import java.util.function.Predicate;
 
 /**
- * One nginx worker process serving one upstream (spec §3.4, §4, §5): it keeps the per-peer state nginx keeps
- * (smooth weighted round-robin weights, failure counts, timestamps, connection counts) across requests.
+ * One nginx worker process serving one upstream (docs/nginx-algorithm.md §3.4, §4, §5): it keeps the
+ * per-peer state nginx keeps (smooth weighted round-robin weights, failure counts, timestamps, connection
+ * counts) across requests.
  */
 public final class Worker {
     public static final int MAX_HASH_MISSES = 20;
