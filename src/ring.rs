@@ -757,10 +757,11 @@ mod tests {
             prop_assert_eq!(points, want);
         }
 
-        /// Buckets far longer than the lookup window (the slow path of `locate`), on synthetic points.
+        /// Buckets far longer than the lookup window (the slow path of `locate`), on synthetic points (never
+        /// an empty ring: that has no owner to check, and `tiny_rings` covers its `locate`).
         #[test]
         fn crowded_buckets_locate_exactly(
-            spread in prop::collection::vec(any::<u32>(), 0..300),
+            spread in prop::collection::vec(any::<u32>(), 1..300),
             cluster in prop::collection::vec(0..1000u32, 0..300),
             base in any::<u32>(),
             hashes in prop::collection::vec(any::<u32>(), 0..100),
