@@ -8,6 +8,7 @@ use nginx_ketama::{NginxVersion, Upstream, Worker};
 use std::io::{BufRead, BufWriter, ErrorKind, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser)]
 #[command(name = "nginx-ketama", version, about = "nginx's `hash $key [consistent]` upstream choice, bit for bit")]
@@ -58,6 +59,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = stdout_is_open() {
+        eprintln!("nginx-ketama: writing to stdout: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Route { upstream, failed } => route(&upstream, &failed),
         Command::Ring { upstream } => ring(&upstream),
@@ -73,6 +78,30 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether descriptor 1 was closed when the process started (`>&-`).
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Runs before Rust's runtime starts, which silently reopens a closed stdout on `/dev/null`.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CHECK_STDOUT: extern "C" fn() = {
+    extern "C" fn check() {
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        }
+    }
+    check
+};
+
+/// The output is this command's answer, so a closed stdout is an error (Rust would drop the writes).
+fn stdout_is_open() -> std::io::Result<()> {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Err(std::io::Error::from_raw_os_error(libc::EBADF));
+    }
+    Ok(())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

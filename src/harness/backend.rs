@@ -278,3 +278,25 @@ mod docker {
         Ok(DockerNginx { container, front })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_tail_keeps_the_last_relevant_lines() {
+        let mut log = String::from("2026/12/01 [notice] 1#1: start worker process 2\n");
+        for i in 1..=25 {
+            log.push_str(&format!("2026/12/01 [error] 2#2: *{i} connect() failed\n"));
+            log.push_str("2026/12/01 [info] 2#2: client closed keepalive connection\n");
+        }
+        let tail = log_tail(&log);
+        let lines: Vec<&str> = tail.lines().collect();
+        assert_eq!(lines.len(), LOG_TAIL_LINES + 1);
+        assert_eq!(lines[0], "[... 5 earlier lines]");
+        assert!(lines[1].contains("*6 connect()") && lines[20].contains("*25 connect()"));
+        assert!(lines[1..].iter().all(|l| l.contains("[error]")));
+        assert_eq!(log_tail("a\nb\n"), "a\nb\n", "without levelled lines, the last lines as they are");
+        assert_eq!(log_tail(""), "(nginx printed nothing)\n");
+    }
+}

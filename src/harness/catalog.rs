@@ -847,6 +847,23 @@ pub fn catalog() -> Vec<Case> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::netns::EPHEMERAL_PORTS;
+    use crate::harness::site::{FRONT_HTTP_PORT, FRONT_STREAM_PORT};
+    use crate::harness::topology::Listen;
+
+    /// The fixed addresses never use a port the kernel may hand out as a source port (a dead one could
+    /// connect to itself), nor the front servers' ports.
+    #[test]
+    fn fixed_addresses_stay_out_of_the_ephemeral_range() {
+        for case in catalog() {
+            for ep in case.topology.lines.iter().flat_map(|l| &l.endpoints) {
+                if let Listen::Tcp(a) = ep.listen {
+                    assert!(!EPHEMERAL_PORTS.contains(&a.port()), "{}: {a}", case.name);
+                    assert!(![FRONT_HTTP_PORT, FRONT_STREAM_PORT].contains(&a.port()), "{}: {a}", case.name);
+                }
+            }
+        }
+    }
 
     #[test]
     fn names_are_unique_and_kebab_case() {

@@ -375,3 +375,30 @@ pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize,
         .collect();
     Ok((report.sessions, findings))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::install::Installation;
+
+    #[test]
+    fn replay_commands_name_every_option_that_changes_the_topology() {
+        let backend = Backend::Local(Installation {
+            version: "1.26.3".parse().unwrap(),
+            package: "1.26.3-3".into(),
+            dir: "/nowhere".into(),
+        });
+        let mut options = SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() };
+        assert_eq!(
+            replay_command(&backend, &options, Some(3)),
+            "nginx-ketama verify --backend local --versions 1.26.3 --seed 7 --keys 100 --only 3"
+        );
+        options.topology.max_servers = 9;
+        options.prove_ring = false;
+        assert_eq!(
+            replay_command(&backend, &options, None),
+            "nginx-ketama verify --backend local --versions 1.26.3 --seed 7 --keys 100 --max-servers 9 \
+             --no-ring-proof --topologies 0 --stream-sessions 300"
+        );
+    }
+}

@@ -424,3 +424,23 @@ pub fn random_keys(seed: u64, count: usize) -> Vec<Vec<u8>> {
         .map(|k| if k.is_empty() { b"k".to_vec() } else { k })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No generated address can be a source port the kernel hands out, nor the front servers' address.
+    #[test]
+    fn every_port_is_a_service_port() {
+        let caps = Capabilities { ipv6: true, port80: true, hostnames: true, unix_dir: Some("/tmp/x".into()) };
+        for seed in 0..300 {
+            let t = Topology::random(seed, &TopologyOptions::default(), &caps);
+            for ep in t.lines.iter().flat_map(|l| &l.endpoints) {
+                if let Listen::Tcp(a) = ep.listen {
+                    assert!(a.port() == 80 || SERVICE_PORTS.contains(&a.port()), "seed {seed}: {a}");
+                    assert_ne!(a.ip(), IpAddr::from([127, 0, 0, 1]), "seed {seed}: the front servers' address");
+                }
+            }
+        }
+    }
+}
