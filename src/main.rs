@@ -2,7 +2,7 @@
 //! against a real nginx.
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use nginx_ketama::config::{Config, LoadOptions};
 use nginx_ketama::{NginxVersion, Upstream, Worker};
 use std::io::{BufRead, BufWriter, ErrorKind, Write};
@@ -52,6 +52,13 @@ enum Command {
     },
     /// Prove the library against real nginx: random topologies, keys and every ring arc, per version.
     Verify(nginx_ketama::harness::cli::VerifyArgs),
+    /// Print a shell completion script (e.g. `nginx-ketama completions bash > /etc/bash_completion.d/nginx-ketama`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), e.g. `nginx-ketama man | man -l -`.
+    Man,
     /// Resolve names like nginx at startup, one line per name: NAME ADDRESS... (used by the harness).
     #[command(hide = true)]
     ResolveHosts { names: Vec<String> },
@@ -68,6 +75,8 @@ fn main() -> ExitCode {
         Command::Ring { upstream } => ring(&upstream),
         Command::Verify(args) => return ExitCode::from(nginx_ketama::harness::cli::verify(&args).code()),
         Command::ResolveHosts { names } => resolve_hosts(&names),
+        Command::Completions { shell } => completions(shell),
+        Command::Man => man(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -209,6 +218,23 @@ fn escape_field(s: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     out.into()
+}
+
+fn completions(shell: clap_complete::Shell) -> Result<()> {
+    // Into memory first: clap_complete panics on a write error (a closed pipe is not one for us).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "nginx-ketama", &mut script);
+    let mut out = std::io::stdout().lock();
+    out.write_all(&script)?;
+    out.flush()?;
+    Ok(())
+}
+
+fn man() -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+    out.flush()?;
+    Ok(())
 }
 
 fn resolve_hosts(names: &[String]) -> Result<()> {

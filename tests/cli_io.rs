@@ -214,3 +214,16 @@ fn a_harness_fault_is_reported_as_such() {
     assert!(!out.contains("0 mismatches"), "a fault is never a pass:\n{out}");
     assert!(!dir().join("none.jsonl").exists(), "no mismatch file for faults");
 }
+
+/// Completions and the manual page come from the same definition as the command line.
+#[test]
+fn completions_and_man_page_are_generated() {
+    let out = Command::new(CLI).args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(script.contains("complete -F _nginx__ketama") && script.contains("--stream-sessions"), "{script}");
+    let out = Command::new(CLI).arg("man").output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with(".ie") && page.contains(".TH nginx-ketama 1") && page.contains("verify"), "{page}");
+}
