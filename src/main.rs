@@ -52,6 +52,17 @@ enum Command {
     },
     /// Prove the library against real nginx: random topologies, keys and every ring arc, per version.
     Verify(nginx_ketama::harness::cli::VerifyArgs),
+    /// Replay the golden vectors through a port's shim (`ports/SHIM.md`); ends with `N passed, M failed`.
+    ReplayVectors {
+        /// The shim command, run by `sh -c`.
+        #[arg(long, value_name = "COMMAND")]
+        shim: String,
+        /// Vector files (default: vectors/v1/*.json of this repository).
+        files: Vec<PathBuf>,
+    },
+    /// Answer the shim protocol (`ports/SHIM.md`) with this library, on stdin and stdout: the reference
+    /// shim, e.g. `nginx-ketama verify --shim "nginx-ketama shim"`.
+    Shim,
     /// Print a shell completion script (e.g. `nginx-ketama completions bash > /etc/bash_completion.d/nginx-ketama`).
     Completions {
         /// The shell.
@@ -75,6 +86,8 @@ fn main() -> ExitCode {
         Command::Ring { upstream } => ring(&upstream),
         Command::Verify(args) => return ExitCode::from(nginx_ketama::harness::cli::verify(&args).code()),
         Command::ResolveHosts { names } => resolve_hosts(&names),
+        Command::ReplayVectors { shim, files } => return replay_vectors(&shim, files),
+        Command::Shim => nginx_ketama::harness::shim::serve(std::io::stdin().lock(), std::io::stdout().lock()),
         Command::Completions { shell } => completions(shell),
         Command::Man => man(),
     };
@@ -218,6 +231,26 @@ fn escape_field(s: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     out.into()
+}
+
+fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
+    if files.is_empty() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("vectors/v1");
+        files = ["consistent.json", "plain.json"].iter().map(|f| dir.join(f)).collect();
+    }
+    match nginx_ketama::harness::shim::replay_vectors(shim, &files) {
+        Ok(report) => {
+            for line in &report.failures {
+                println!("{line}");
+            }
+            println!("{} passed, {} failed", report.passed, report.failed);
+            if report.failed == 0 && report.passed > 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) => {
+            eprintln!("nginx-ketama: {e:#}");
+            ExitCode::from(3)
+        }
+    }
 }
 
 fn completions(shell: clap_complete::Shell) -> Result<()> {

@@ -109,6 +109,10 @@ pub struct VerifyArgs {
     /// Run the whole proof this many times in a row (a soak); ends with one row per run.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
+    /// Prove this command instead of the library: it speaks the shim protocol of `ports/SHIM.md` (run by
+    /// `sh -c`, one process per topology), e.g. `--shim "python3 ports/python/shim.py"`.
+    #[arg(long, value_name = "COMMAND")]
+    pub shim: Option<String>,
     /// Where to write mismatches (JSON lines) if there are any.
     #[arg(long, default_value = "target/nginx-ketama/mismatches.jsonl")]
     pub mismatches: PathBuf,
@@ -151,6 +155,7 @@ impl VerifyArgs {
             stream_sessions: self.stream_sessions,
             resolver_exe: std::env::current_exe().ok(),
             topology: super::topology::TopologyOptions { max_servers: self.max_servers, ..Default::default() },
+            shim: self.shim.clone(),
         }
     }
 }
@@ -205,6 +210,9 @@ pub fn verify(args: &VerifyArgs) -> Verdict {
         }
     };
     let options = args.sweep_options();
+    if let Some(shim) = &options.shim {
+        println!("implementation under test: the shim {shim:?} (not this library)");
+    }
     let mut soak = Vec::new();
     let mut all_findings = Vec::new();
     for run in 1..=args.repeat {
@@ -216,7 +224,10 @@ pub fn verify(args: &VerifyArgs) -> Verdict {
         print_faults(&reports);
         print_findings(&reports);
         match verdict {
-            Verdict::Proven => println!("0 mismatches: the library routes exactly like nginx on every request above."),
+            Verdict::Proven => println!(
+                "0 mismatches: {} routes exactly like nginx on every request above.",
+                if options.shim.is_some() { "the shim" } else { "the library" }
+            ),
             Verdict::HarnessFault if reports.iter().all(|r| r.faults.is_empty()) => {
                 println!("nothing checked: no request or stream session was compared")
             }

@@ -9,6 +9,7 @@
 //! * [`parity`] plans request sequences (random keys, the empty key, and [`forge`]d keys at both ends of
 //!   every ring arc), sends them pipelined on one connection ([`client`]) and compares them with the
 //!   per-worker simulator; [`stream`] does the same for the stream module.
+//! * [`shim`] drives any implementation through a line protocol instead of the library.
 //! * [`sweep`] runs many topologies per version; [`cli`] is `nginx-ketama verify`.
 //! * [`catalog`] names the golden-vector cases; [`golden`] records them from nginx and derives the
 //!   snapshots, the fixtures in `vectors/v1/` and the offline replay.
@@ -23,6 +24,7 @@ pub mod install;
 pub mod local;
 pub mod netns;
 pub mod parity;
+pub mod shim;
 pub mod site;
 pub mod stream;
 pub mod sweep;

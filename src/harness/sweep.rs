@@ -2,6 +2,7 @@
 
 use super::backend::Backend;
 use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions};
+use super::shim::ShimModel;
 use super::stream;
 use super::topology::{Capabilities, Topology, TopologyOptions};
 use crate::upstream::Method;
@@ -34,6 +35,8 @@ pub struct SweepOptions {
     pub resolver_exe: Option<PathBuf>,
     /// Topology generator limits.
     pub topology: TopologyOptions,
+    /// Prove this shim command (`ports/SHIM.md`) instead of the library.
+    pub shim: Option<String>,
 }
 
 impl Default for SweepOptions {
@@ -47,6 +50,7 @@ impl Default for SweepOptions {
             stream_sessions: 300,
             resolver_exe: None,
             topology: TopologyOptions::default(),
+            shim: None,
         }
     }
 }
@@ -104,6 +108,9 @@ pub fn replay_command(backend: &Backend, options: &SweepOptions, index: Option<u
         options.seed,
         options.keys
     );
+    if let Some(shim) = &options.shim {
+        cmd.push_str(&format!(" --shim '{}'", shim.replace('\'', r"'\''")));
+    }
     if options.topology.max_servers != defaults.topology.max_servers {
         cmd.push_str(&format!(" --max-servers {}", options.topology.max_servers));
     }
@@ -300,8 +307,19 @@ fn run_topology(
             None => format!("{} servers, plain", topology.lines.len()),
         };
         on(Event::Topology(&report.version, index, label, plan.requests.len()));
-        let mut model = LibraryModel::new(&upstream, &topology);
-        let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)))?;
+        let run = match &options.shim {
+            None => {
+                session.run(&plan, &mut LibraryModel::new(&upstream, &topology), &mut |n| on(Event::Requests(n)))?
+            }
+            Some(command) => {
+                let mut model = ShimModel::start(command, &topology, version)?;
+                let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)))?;
+                if let Some(e) = model.take_failure() {
+                    return Err(e);
+                }
+                run
+            }
+        };
         anyhow::Ok((topology, plan, run))
     })();
     let _ = std::fs::remove_dir_all(&unix_dir);
@@ -342,13 +360,24 @@ pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize,
     let topo_opts = TopologyOptions { max_servers: 20, ..options.topology.clone() };
     let topology = Topology::random(seed, &topo_opts, &caps);
     let upstream = topology.upstream(backend.version())?;
-    let mut model = LibraryModel::new(&upstream, &topology);
+    let mut library = LibraryModel::new(&upstream, &topology);
+    let mut shim = match &options.shim {
+        Some(command) => Some(ShimModel::start(command, &topology, backend.version())?),
+        None => None,
+    };
+    let model: &mut dyn parity::Model = match &mut shim {
+        Some(s) => s,
+        None => &mut library,
+    };
     // Distinct source ports on 127.0.0.1 (which no topology uses), in random order, outside the ephemeral
     // range the kernel hands out.
     let mut ports: Vec<u16> = CLIENT_PORTS.collect();
     ports.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
     ports.truncate(options.stream_sessions);
-    let result = stream::run_stream(backend, &topology, &ports, &mut model);
+    let result = stream::run_stream(backend, &topology, &ports, model);
+    if let Some(e) = shim.as_mut().and_then(ShimModel::take_failure) {
+        return Err(e);
+    }
     let _ = std::fs::remove_dir_all(&unix_dir);
     let report = result.context("stream check")?;
     let block = topology.upstream_block(super::site::STREAM_KEY, false);
