@@ -177,6 +177,7 @@ pub(crate) fn directive(
             count(n >= 1)?;
             up.resolver = true;
         }
+        b"sticky" => count(n >= 1)?,
         // NGINX-DIFF: `sticky` arguments (and any other directive the release allows here) are not checked.
         _ => {}
     }
@@ -206,6 +207,7 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
         port: if http { 80 } else { 0 },
     };
     let mut resolve = false;
+    let mut service = false;
     for p in &args[2..] {
         let invalid = || fail(ErrorKind::InvalidParameter(Text::new(p)), at);
         // NGINX-DIFF: numbers above u32::MAX (nginx allows up to its ngx_int_t range) are refused.
@@ -241,6 +243,7 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
             resolve = true;
         } else if p.starts_with(b"service=") && rules.server_resolve {
             // NGINX-DIFF: SRV lookups are not modelled; the line is treated like `resolve`.
+            service = true;
         } else if p.starts_with(b"route=") && rules.sticky && http {
         } else if is(p, b"drain") && rules.sticky && http {
             // The hash balancers treat a draining peer exactly like a down one.
@@ -248,6 +251,9 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
         } else {
             return invalid();
         }
+    }
+    if service && !resolve {
+        return fail(ErrorKind::ServiceNeedsResolve(Text::new(&args[1])), at);
     }
     let text = line.server.as_str().to_string();
     let address = Address::parse(&text).map_err(|e| {
@@ -262,9 +268,7 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
         };
         ConfigError::invalid(ErrorKind::Address(why, Text::new(&args[1])), at.clone())
     })?;
-    if !http && address.port().is_none() && !matches!(address, Address::Unix { .. }) {
-        return fail(ErrorKind::NoPort(Text::new(&args[1])), at);
-    }
+    let needs_port = !http && !service && address.port().is_none() && !matches!(address, Address::Unix { .. });
     if let Some(p) = address.port() {
         line.port = p;
     }
@@ -297,6 +301,9 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
             );
         }
     }
+    if needs_port {
+        return fail(ErrorKind::NoPort(Text::new(&args[1])), at);
+    }
     Ok(line)
 }
 
@@ -314,6 +321,9 @@ pub(crate) fn finish(
         if !up.resolver && !resolver_outside {
             return fail(ErrorKind::NoResolver(name, up.location.clone()), &up.location);
         }
+    }
+    if up.servers.iter().all(|s| s.backup) {
+        return fail(ErrorKind::NoServersIn(name, up.location.clone()), &up.location);
     }
     let display = name.to_string();
     let balancer = match &up.balancer {

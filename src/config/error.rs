@@ -128,6 +128,14 @@ pub enum ErrorKind {
     NestingDepth(usize),
     /// The configuration is larger than the reader accepts.
     TooLarge(u64),
+    /// `invalid number of the map parameters`.
+    MapParameters,
+    /// `duplicate location "x" in FILE:LINE`.
+    DuplicateLocation(Text, Location),
+    /// `getpwnam("x") failed` / `getgrnam("x") failed` (the `user` directive, run as root).
+    LookupFailed(&'static str, Text),
+    /// `service upstream "s" requires "resolve" parameter`.
+    ServiceNeedsResolve(Text),
     /// The model refused the upstream for a reason of its own (e.g. more ring points than it holds).
     Model(String),
 }
@@ -144,6 +152,7 @@ impl ErrorKind {
                 | ErrorKind::ZeroSizeZone(_)
                 | ErrorKind::UnknownVariable(_)
                 | ErrorKind::UpstreamPort(_, _, Some(_))
+                | ErrorKind::DuplicateLocation(..)
         )
     }
 }
@@ -198,6 +207,10 @@ impl fmt::Display for ErrorKind {
             // NGINX-DIFF: nginx reads any size (in 4 KiB buffers); the reader caps its input.
             TooLarge(n) => write!(f, "configuration larger than {n} bytes"),
             Model(why) => f.write_str(why),
+            MapParameters => f.write_str("invalid number of the map parameters"),
+            DuplicateLocation(n, at) => write!(f, "duplicate location \"{n}\" in {at}"),
+            LookupFailed(call, n) => write!(f, "{call}(\"{n}\") failed"),
+            ServiceNeedsResolve(s) => write!(f, "service upstream \"{s}\" requires \"resolve\" parameter"),
         }
     }
 }

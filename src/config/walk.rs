@@ -31,6 +31,8 @@ pub(crate) enum Ctx {
     StreamUpstream = 11,
     /// The inside of `map`, `geo`, `split_clients`, `types`, `charset_map`: entries, not directives.
     Opaque = 12,
+    /// The inside of `map`: like [`Ctx::Opaque`], and each entry has two parts.
+    Map = 13,
 }
 
 /// The deepest `include` nesting followed.
@@ -62,6 +64,54 @@ struct Scope {
     /// The `hash` keys' variables, in order, with where they were used.
     used: Vec<Vec<u8>>,
     resolver: bool,
+    /// The first `location` that repeats a sibling's (reported once the block is read).
+    duplicate_location: Option<(Text, Location)>,
+}
+
+/// How nginx compares locations for duplicates: exact or not, and the name; regex locations never clash.
+fn location_key(args: &[Vec<u8>]) -> Option<(u8, Vec<u8>)> {
+    let (modifier, name): (&[u8], &[u8]) = match args {
+        [m, n] => (m, n),
+        [one] => {
+            if one.starts_with(b"@") {
+                (b"@", one)
+            } else if let Some(rest) = one.strip_prefix(b"=") {
+                (b"=", rest)
+            } else if let Some(rest) = one.strip_prefix(b"^~") {
+                (b"^~", rest)
+            } else if one.starts_with(b"~") {
+                return None;
+            } else {
+                (b"", one)
+            }
+        }
+        _ => return None,
+    };
+    match modifier {
+        b"=" => Some((1, name.to_vec())),
+        b"@" => Some((2, name.to_vec())),
+        b"" | b"^~" => Some((0, name.to_vec())),
+        _ => None,
+    }
+}
+
+/// `user NAME [GROUP]`: nginx (run as root) looks both up when it reads the directive.
+fn check_user(user: &[u8], group: &[u8], at: &Location) -> Result<(), ConfigError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let (Ok(u), Ok(g)) = (std::ffi::CString::new(user), std::ffi::CString::new(group)) else { return Ok(()) };
+    // SAFETY: both arguments are NUL-terminated strings that outlive the calls; the results are only
+    // compared with null.
+    if unsafe { libc::getpwnam(u.as_ptr()) }.is_null() {
+        return fail(ErrorKind::LookupFailed("getpwnam", Text::new(user)), at);
+    }
+    // SAFETY: as above.
+    if unsafe { libc::getgrnam(g.as_ptr()) }.is_null() {
+        return fail(ErrorKind::LookupFailed("getgrnam", Text::new(group)), at);
+    }
+    Ok(())
 }
 
 pub(crate) struct Walk<'o> {
@@ -75,6 +125,8 @@ pub(crate) struct Walk<'o> {
     in_stream: bool,
     seen: [bool; 3],
     scope: Scope,
+    /// Sibling `location` keys, one list per open `server`/`location`.
+    locations: Vec<Vec<(u8, Vec<u8>)>>,
     zones: Vec<(Vec<u8>, u64, Context)>,
     pub(crate) upstreams: Vec<UpstreamConfig>,
     pub(crate) warnings: Vec<Warning>,
@@ -93,6 +145,7 @@ impl<'o> Walk<'o> {
             in_stream: false,
             seen: [false; 3],
             scope: Scope::default(),
+            locations: Vec::new(),
             zones: Vec::new(),
             upstreams: Vec::new(),
             warnings: Vec::new(),
@@ -170,9 +223,15 @@ impl<'o> Walk<'o> {
                     return Ok(location);
                 }
                 Token::Directive { args, block, location } => {
-                    if ctx == Ctx::Opaque {
+                    if ctx == Ctx::Opaque || ctx == Ctx::Map {
                         if block {
                             return Err(ConfigError::invalid(ErrorKind::Unexpected(b'{'), location));
+                        }
+                        if ctx == Ctx::Map
+                            && args.len() != 2
+                            && !(args.len() == 1 && (args[0] == b"hostnames" || args[0] == b"volatile"))
+                        {
+                            return Err(ConfigError::invalid(ErrorKind::MapParameters, location));
                         }
                         for a in &args {
                             self.scope.defined.extend(values::named_captures(a));
@@ -283,11 +342,28 @@ impl<'o> Walk<'o> {
             (Ctx::Http | Ctx::Stream, b"resolver") => self.scope.resolver = true,
             (Ctx::Http, b"server") | (Ctx::Stream, b"server") => {
                 count(n == 0)?;
-                self.enter(lx, if ctx == Ctx::Http { Ctx::Server } else { Ctx::StreamServer }, &at)?;
+                self.locations.push(Vec::new());
+                let r = self.enter(lx, if ctx == Ctx::Http { Ctx::Server } else { Ctx::StreamServer }, &at);
+                self.locations.pop();
+                r?;
+            }
+            (Ctx::Main, b"user") => {
+                count((1..=2).contains(&n))?;
+                check_user(&args[1], args.get(2).unwrap_or(&args[1]), at)?;
             }
             (Ctx::Server | Ctx::Location, b"location") => {
                 count((1..=2).contains(&n))?;
-                self.enter(lx, Ctx::Location, &at)?;
+                if let Some(key) = location_key(&args[1..]) {
+                    let siblings = self.locations.last_mut().expect("a server or location is open");
+                    if siblings.iter().any(|k| *k == key) && self.scope.duplicate_location.is_none() {
+                        self.scope.duplicate_location = Some((Text::new(&key.1), at.clone()));
+                    }
+                    siblings.push(key);
+                }
+                self.locations.push(Vec::new());
+                let r = self.enter(lx, Ctx::Location, &at);
+                self.locations.pop();
+                r?;
             }
             (Ctx::Server | Ctx::Location, b"if") => {
                 count(n >= 1)?;
@@ -300,7 +376,7 @@ impl<'o> Walk<'o> {
             (_, b"map" | b"split_clients") => {
                 count(n == 2)?;
                 self.define(&args[2]);
-                self.enter(lx, Ctx::Opaque, &at)?;
+                self.enter(lx, if name == b"map" { Ctx::Map } else { Ctx::Opaque }, &at)?;
             }
             (_, b"geo") => {
                 count((1..=2).contains(&n))?;
@@ -525,6 +601,9 @@ impl<'o> Walk<'o> {
         for up in &scope.blocks {
             let u = block::finish(self, up, scope.resolver)?;
             self.upstreams.push(u);
+        }
+        if let Some((name, at)) = scope.duplicate_location {
+            return Err(ConfigError::invalid(ErrorKind::DuplicateLocation(name, at.clone()), at));
         }
         for v in &scope.used {
             if !scope.defined.contains(v) && !super::variables::builtin(v, context, self.rules.directive_table) {
