@@ -96,9 +96,12 @@ impl Rules {
     };
 }
 
+/// What one release changed in the [`Rules`].
+pub type RuleChange = fn(&mut Rules);
+
 /// Each rule change and the release that made it, oldest first (from nginx's CHANGES and checked against
 /// the provisioned binaries by the acceptance suite). Add a row to model a new difference.
-pub const RULES: &[(NginxVersion, fn(&mut Rules))] = &[
+pub const RULES: &[(NginxVersion, RuleChange)] = &[
     (NginxVersion::new(1, 27, 3), |r| {
         r.plain_hash_guards_on_number = true;
         r.server_resolve = true;

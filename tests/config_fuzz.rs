@@ -18,13 +18,84 @@ fn cases() -> u32 {
 
 /// Pieces that exercise nginx's grammar; mixed with arbitrary bytes.
 const PIECES: &[&str] = &[
-    "events", "{", "}", ";", " ", "\n", "\r", "\t", "http", "stream", "upstream", "u", "U", "server", "127.0.0.1:1",
-    "[::1]:80", "[:1::]", "unix:/x", "localhost", "hash", "$remote_addr", "$request_uri", "${uri}", "${", "$",
-    "consistent", "\"", "'", "\\", "#", "weight=", "weight=2", "max_fails=", "fail_timeout=", "1é", "backup", "down",
-    "drain", "resolve", "route=a", "service=http", "zone", "z", "64k", "keepalive", "0", "16", "local", "resolver",
-    "random", "two", "least_conn", "ip_hash", "sticky", "cookie", "include", "*", "?", "[", "]", "location", "/",
-    "if", "(", ")", "=", "map", "geo", "types", "set", "proxy_pass", "http://u:8080", "load_module",
-    "ngx_stream_module.so", "\u{feff}", "\u{0}", "\u{e9}", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "events",
+    "{",
+    "}",
+    ";",
+    " ",
+    "\n",
+    "\r",
+    "\t",
+    "http",
+    "stream",
+    "upstream",
+    "u",
+    "U",
+    "server",
+    "127.0.0.1:1",
+    "[::1]:80",
+    "[:1::]",
+    "unix:/x",
+    "localhost",
+    "hash",
+    "$remote_addr",
+    "$request_uri",
+    "${uri}",
+    "${",
+    "$",
+    "consistent",
+    "\"",
+    "'",
+    "\\",
+    "#",
+    "weight=",
+    "weight=2",
+    "max_fails=",
+    "fail_timeout=",
+    "1é",
+    "backup",
+    "down",
+    "drain",
+    "resolve",
+    "route=a",
+    "service=http",
+    "zone",
+    "z",
+    "64k",
+    "keepalive",
+    "0",
+    "16",
+    "local",
+    "resolver",
+    "random",
+    "two",
+    "least_conn",
+    "ip_hash",
+    "sticky",
+    "cookie",
+    "include",
+    "*",
+    "?",
+    "[",
+    "]",
+    "location",
+    "/",
+    "if",
+    "(",
+    ")",
+    "=",
+    "map",
+    "geo",
+    "types",
+    "set",
+    "proxy_pass",
+    "http://u:8080",
+    "load_module",
+    "ngx_stream_module.so",
+    "\u{feff}",
+    "\u{0}",
+    "\u{e9}",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 ];
 
 fn config_bytes() -> impl Strategy<Value = Vec<u8>> {
@@ -36,7 +107,11 @@ fn config_bytes() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn versions() -> impl Strategy<Value = NginxVersion> {
-    proptest::sample::select(vec![NginxVersion::new(1, 22, 1), NginxVersion::new(1, 26, 3), NginxVersion::new(1, 30, 6)])
+    proptest::sample::select(vec![
+        NginxVersion::new(1, 22, 1),
+        NginxVersion::new(1, 26, 3),
+        NginxVersion::new(1, 30, 6),
+    ])
 }
 
 fn inputs() -> impl Strategy<Value = Input> {
@@ -50,7 +125,7 @@ proptest! {
     fn config_text_never_panics(text in config_bytes(), version in versions(), input in inputs(), key in any::<Vec<u8>>()) {
         let started = Instant::now();
         // No DNS, and a prefix that does not exist, so `include` reads nothing from this machine.
-        let options = LoadOptions { resolve: false, version, input, ..LoadOptions::default() };
+        let options = LoadOptions { resolve: false, version, input };
         if let Ok(conf) = Config::parse_bytes(&text, "/nonexistent-nk-fuzz/fuzz.conf", &options) {
             for u in &conf.upstreams {
                 if let Balancer::Hash { upstream, .. } = &u.balancer {

@@ -337,7 +337,7 @@ mod tests {
     #[test]
     fn reads_http_and_stream_upstreams() {
         let text = format!(
-            "{STREAM}# comment\nuser nobody;\nevents {{}}\nhttp {{\n  upstream a {{ hash $arg_k consistent; server 127.0.0.1:1 weight=3 max_fails=0; }}\n}}\n\
+            "{STREAM}# comment\nuser root;\nevents {{}}\nhttp {{\n  upstream a {{ hash $arg_k consistent; server 127.0.0.1:1 weight=3 max_fails=0; }}\n}}\n\
              stream {{ upstream s {{ hash $remote_port; server 127.0.0.1:2; server unix:/x; }} }}\n"
         );
         let c = Config::parse_str(&text, "t.conf", &opts(Input::Config)).unwrap();

@@ -294,7 +294,7 @@ impl<'o> Walk<'o> {
         match (ctx, name) {
             (_, b"include") => {
                 count(n == 1)?;
-                return self.include(&args, &at, ctx);
+                return self.include(&args, at, ctx);
             }
             (Ctx::Main, b"events" | b"http" | b"stream") => {
                 count(n == 0)?;
@@ -309,7 +309,7 @@ impl<'o> Walk<'o> {
                 self.seen[i] = true;
                 let (inner, context) = match i {
                     0 => {
-                        self.enter(lx, Ctx::Events, &at)?;
+                        self.enter(lx, Ctx::Events, at)?;
                         return Ok(());
                     }
                     1 => (Ctx::Http, Context::Http),
@@ -317,7 +317,7 @@ impl<'o> Walk<'o> {
                 };
                 self.scope = Scope::default();
                 self.in_stream = context == Context::Stream;
-                self.enter(lx, inner, &at)?;
+                self.enter(lx, inner, at)?;
                 let r = self.finish(context);
                 self.in_stream = false;
                 return r;
@@ -332,7 +332,7 @@ impl<'o> Walk<'o> {
             (Ctx::Http | Ctx::Stream, b"upstream") => {
                 count(n == 1)?;
                 let context = if ctx == Ctx::Http { Context::Http } else { Context::Stream };
-                self.declare(&args[1], &at)?;
+                self.declare(&args[1], at)?;
                 let inner = if ctx == Ctx::Http { Ctx::Upstream } else { Ctx::StreamUpstream };
                 let mut up = UpstreamBlock::new(Text::new(&args[1]), context, at.clone());
                 // The body's directives are checked against the table like any other, then by `block`.
@@ -343,7 +343,7 @@ impl<'o> Walk<'o> {
             (Ctx::Http, b"server") | (Ctx::Stream, b"server") => {
                 count(n == 0)?;
                 self.locations.push(Vec::new());
-                let r = self.enter(lx, if ctx == Ctx::Http { Ctx::Server } else { Ctx::StreamServer }, &at);
+                let r = self.enter(lx, if ctx == Ctx::Http { Ctx::Server } else { Ctx::StreamServer }, at);
                 self.locations.pop();
                 r?;
             }
@@ -355,43 +355,43 @@ impl<'o> Walk<'o> {
                 count((1..=2).contains(&n))?;
                 if let Some(key) = location_key(&args[1..]) {
                     let siblings = self.locations.last_mut().expect("a server or location is open");
-                    if siblings.iter().any(|k| *k == key) && self.scope.duplicate_location.is_none() {
+                    if siblings.contains(&key) && self.scope.duplicate_location.is_none() {
                         self.scope.duplicate_location = Some((Text::new(&key.1), at.clone()));
                     }
                     siblings.push(key);
                 }
                 self.locations.push(Vec::new());
-                let r = self.enter(lx, Ctx::Location, &at);
+                let r = self.enter(lx, Ctx::Location, at);
                 self.locations.pop();
                 r?;
             }
             (Ctx::Server | Ctx::Location, b"if") => {
                 count(n >= 1)?;
-                self.enter(lx, if ctx == Ctx::Server { Ctx::ServerIf } else { Ctx::LocationIf }, &at)?;
+                self.enter(lx, if ctx == Ctx::Server { Ctx::ServerIf } else { Ctx::LocationIf }, at)?;
             }
             (Ctx::Location, b"limit_except") => {
                 count(n >= 1)?;
-                self.enter(lx, Ctx::LimitExcept, &at)?;
+                self.enter(lx, Ctx::LimitExcept, at)?;
             }
             (_, b"map" | b"split_clients") => {
                 count(n == 2)?;
                 self.define(&args[2]);
-                self.enter(lx, if name == b"map" { Ctx::Map } else { Ctx::Opaque }, &at)?;
+                self.enter(lx, if name == b"map" { Ctx::Map } else { Ctx::Opaque }, at)?;
             }
             (_, b"geo") => {
                 count((1..=2).contains(&n))?;
                 self.define(&args[n]);
-                self.enter(lx, Ctx::Opaque, &at)?;
+                self.enter(lx, Ctx::Opaque, at)?;
             }
             (_, b"set" | b"auth_request_set" | b"perl_set" | b"js_set") if n >= 1 => self.define(&args[1]),
             (_, b"proxy_pass" | b"fastcgi_pass" | b"uwsgi_pass" | b"scgi_pass" | b"grpc_pass" | b"memcached_pass")
                 if n == 1 =>
             {
-                self.implied(name, &args[1], &at)?
+                self.implied(name, &args[1], at)?
             }
             _ if is_block => {
                 // NGINX-DIFF: other blocks (`types`, `charset_map`, …) hold entries the reader does not check.
-                self.enter(lx, Ctx::Opaque, &at)?;
+                self.enter(lx, Ctx::Opaque, at)?;
             }
             // NGINX-DIFF: outside `upstream`, arguments are not checked.
             _ => {}
@@ -465,12 +465,12 @@ impl<'o> Walk<'o> {
             if args.len() != 2 {
                 return fail(ErrorKind::ArgumentCount(Text::c_str(name)), at);
             }
-            let files = self.include_files(&args, &at)?;
+            let files = self.include_files(&args, at)?;
             if self.includes >= MAX_INCLUDE_DEPTH {
                 return fail(ErrorKind::IncludeDepth(MAX_INCLUDE_DEPTH), at);
             }
             for file in files {
-                let text = includes::read(&file, Some(&at), &mut self.budget)?;
+                let text = includes::read(&file, Some(at), &mut self.budget)?;
                 let mut inner = Lexer::new(&text, Arc::new(file));
                 self.includes += 1;
                 let r = (|| loop {
@@ -491,7 +491,7 @@ impl<'o> Walk<'o> {
             return Ok(());
         }
         let context = up.context;
-        let used = block::directive(self, up, &args, &at)?;
+        let used = block::directive(self, up, &args, at)?;
         for v in used {
             self.scope.used.push(v);
         }
