@@ -619,6 +619,16 @@ mod tests {
         let deep = format!("events {{}} http {{ server {{ {} }} }}", "location / { ".repeat(300_000));
         let e = Config::parse_str(&deep, "t", &opts(Input::Config)).unwrap_err().to_string();
         assert_eq!(e, format!("blocks nested deeper than {MAX_NESTING} in t:1"));
+        // The deepest nesting accepted fits the 2 MiB stack of a spawned thread, even unoptimised.
+        let ok = format!(
+            "events {{}} http {{ server {{ {}{} }} }}",
+            "location / { ".repeat(MAX_NESTING - 3),
+            "} ".repeat(MAX_NESTING - 3)
+        );
+        let small = std::thread::Builder::new().stack_size(2 << 20);
+        let r =
+            small.spawn(move || Config::parse_str(&ok, "t", &opts(Input::Config)).map(|_| ())).unwrap().join().unwrap();
+        assert!(r.is_ok(), "{r:?}");
         let e = Config::load("/dev/zero", &opts(Input::Config)).unwrap_err().to_string();
         assert_eq!(e, "no \"events\" section in configuration");
     }

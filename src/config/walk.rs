@@ -43,7 +43,7 @@ pub const MAX_INCLUDE_DEPTH: usize = 64;
 /// The deepest block nesting followed.
 ///
 /// NGINX-DIFF: nginx has no limit; the reader stops here instead of exhausting its stack.
-pub const MAX_NESTING: usize = 200;
+pub const MAX_NESTING: usize = 64;
 
 /// One upstream name nginx knows in a context: declared by `upstream` or implied by `proxy_pass` & co.
 #[derive(Debug)]
