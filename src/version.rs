@@ -112,7 +112,9 @@ pub const RULES: &[(NginxVersion, RuleChange)] = &[
 ];
 
 /// The releases whose directive and variable sets were probed from the binaries (`scripts/probe-directives`,
-/// `scripts/probe-variables`); a release in between uses the newest probed one before it.
+/// `scripts/probe-variables`); a release in between uses the newest probed one before it, an older one the
+/// oldest. To add a release: provision it, re-run both probes and table generators (one column per release,
+/// oldest first; the variable table holds at most 8), list it here, and add any rule change to [`RULES`].
 pub const PROBED: [NginxVersion; 3] =
     [NginxVersion::new(1, 22, 1), NginxVersion::new(1, 26, 3), NginxVersion::new(1, 30, 6)];
 

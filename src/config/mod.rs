@@ -569,6 +569,24 @@ mod tests {
     }
 
     #[test]
+    fn run_time_names_are_never_a_silent_different_answer() {
+        // nginx 1.30.6 resolves `localhost:19009 resolve` with its own DNS resolver (no /etc/hosts); the reader
+        // uses the system resolver, puts the peers after the static ones and says so in a warning.
+        let text = "upstream u { hash $uri; zone z 64k; resolver 127.0.0.1; server localhost:19009 resolve; \
+                    server 127.0.0.1:1; }";
+        let c = Config::parse_str(text, "t", &LoadOptions::fragment()).unwrap();
+        let u = c.hash_upstream(None).unwrap().upstream;
+        assert_eq!(u.primary()[0].server().as_str(), "127.0.0.1:1");
+        assert!(u.primary()[1..].iter().all(|p| p.server().as_str() == "localhost:19009"));
+        assert_eq!(c.warnings.len(), 1);
+        let w = c.warnings[0].to_string();
+        assert!(
+            w.contains("server \"localhost:19009\"") && w.contains("does not read /etc/hosts") && w.ends_with("in t:1"),
+            "{w}"
+        );
+    }
+
+    #[test]
     fn includes_relative_and_wildcard() {
         let dir = std::env::temp_dir().join(format!("nk-config-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("conf.d")).unwrap();
