@@ -104,6 +104,8 @@ pub enum ErrorKind {
     Address(&'static str, Text),
     /// `host not found in upstream "s"`.
     HostNotFound(Text),
+    /// `host not found in upstream "h" in FILE:LINE` (a host named by `proxy_pass` & co., looked up at start).
+    ImpliedHostNotFound(Text, Location),
     /// `no port in upstream "s"` (stream).
     NoPort(Text),
     /// `resolving names at run time requires upstream "u" in FILE:LINE to be in shared memory`.
@@ -153,6 +155,7 @@ impl ErrorKind {
                 | ErrorKind::UnknownVariable(_)
                 | ErrorKind::UpstreamPort(_, _, Some(_))
                 | ErrorKind::DuplicateLocation(..)
+                | ErrorKind::ImpliedHostNotFound(..)
         )
     }
 }
@@ -188,6 +191,7 @@ impl fmt::Display for ErrorKind {
             Address(why, s) => write!(f, "{why} in upstream \"{s}\""),
             HostNotFound(s) => write!(f, "host not found in upstream \"{s}\""),
             NoPort(s) => write!(f, "no port in upstream \"{s}\""),
+            ImpliedHostNotFound(h, at) => write!(f, "host not found in upstream \"{h}\" in {at}"),
             ResolveNeedsZone(u, at) => {
                 write!(f, "resolving names at run time requires upstream \"{u}\" in {at} to be in shared memory")
             }

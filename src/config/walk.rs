@@ -74,7 +74,8 @@ fn location_key(args: &[Vec<u8>]) -> Option<(u8, Vec<u8>)> {
         [m, n] => (m, n),
         [one] => {
             if one.starts_with(b"@") {
-                (b"@", one)
+                // Named locations may repeat.
+                return None;
             } else if let Some(rest) = one.strip_prefix(b"=") {
                 (b"=", rest)
             } else if let Some(rest) = one.strip_prefix(b"^~") {
@@ -89,7 +90,6 @@ fn location_key(args: &[Vec<u8>]) -> Option<(u8, Vec<u8>)> {
     };
     match modifier {
         b"=" => Some((1, name.to_vec())),
-        b"@" => Some((2, name.to_vec())),
         b"" | b"^~" => Some((0, name.to_vec())),
         _ => None,
     }
@@ -598,9 +598,24 @@ impl<'o> Walk<'o> {
     /// The end of an `http {}` or `stream {}`: each upstream is initialised, then variables are looked up.
     fn finish(&mut self, context: Context) -> Result<(), ConfigError> {
         let scope = std::mem::take(&mut self.scope);
-        for up in &scope.blocks {
-            let u = block::finish(self, up, scope.resolver)?;
-            self.upstreams.push(u);
+        // Upstreams are initialised in the order their names first appeared; an implied one (from
+        // `proxy_pass` & co. with no `upstream` block) has its host looked up then.
+        for k in &scope.known {
+            if k.created {
+                if let Some(up) = scope.blocks.iter().find(|b| b.name.as_bytes().eq_ignore_ascii_case(&k.host)) {
+                    let u = block::finish(self, up, scope.resolver)?;
+                    self.upstreams.push(u);
+                }
+                continue;
+            }
+            let host = String::from_utf8_lossy(&k.host).into_owned();
+            let literal = host.starts_with('[') || crate::upstream::ngx_inet_addr(&host).is_some();
+            if self.options.resolve && !literal && crate::resolve::resolve_host(&host).is_err() {
+                return Err(ConfigError::invalid(
+                    ErrorKind::ImpliedHostNotFound(Text::new(&k.host), k.location.clone()),
+                    k.location.clone(),
+                ));
+            }
         }
         if let Some((name, at)) = scope.duplicate_location {
             return Err(ConfigError::invalid(ErrorKind::DuplicateLocation(name, at.clone()), at));
