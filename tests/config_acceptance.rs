@@ -406,6 +406,18 @@ fn cases() -> Vec<Case> {
         "server { location / { proxy_pass http://u; } } upstream u { server 127.0.0.1:1; }",
         "server { location / { grpc_pass grpc://u:50051; } } upstream u { server 127.0.0.1:1; }",
         "server { location / { uwsgi_pass u; } } upstream u { server 127.0.0.1:1; }",
+        "gzip;",
+        "gzip on off;",
+        "server { listen; }",
+        "server { return; }",
+        "server { return 301 a b; }",
+        "add_header X;",
+        "add_header X y always extra;",
+        "server { server_name a b c d e f g h i j; }",
+        "server { location / { try_files; } }",
+        "keepalive_timeout 1 2 3;",
+        "resolver;",
+        "sendfile on; tcp_nodelay off; types_hash_max_size 2048 4096;",
     ];
     for s in syntax {
         out.push(case(format!("syntax/{s}"), http(s)));
@@ -430,6 +442,9 @@ fn cases() -> Vec<Case> {
         ("http-args", "events {}\nhttp x { }\n".into()),
         ("events-semicolon", "events;\n".into()),
         ("worker-block", "worker_processes 1 { }\nevents {}\n".into()),
+        ("worker-args", "worker_processes 1 2;\nevents {}\n".into()),
+        ("events-args", "events { worker_connections; }\n".into()),
+        ("daemon-off", "daemon off;\nmaster_process off;\nevents {}\n".into()),
         ("empty", "".into()),
         ("only-comment", "# nothing\n".into()),
         ("eof-in-directive", "events {}\nworker_processes 1".into()),

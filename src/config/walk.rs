@@ -3,7 +3,7 @@
 //! [`super::block`]. Errors come out in the order nginx meets them.
 
 use super::block::{self, UpstreamBlock};
-use super::directives::DIRECTIVES;
+use super::directives::{ARGUMENTS, DIRECTIVES};
 use super::error::{ConfigError, ErrorKind, Location, Text};
 use super::includes::{self, MAX_CONFIG_BYTES};
 use super::tokens::{Lexer, Token};
@@ -288,6 +288,10 @@ impl<'o> Walk<'o> {
         }
         let n = args.len() - 1;
         let count = |ok: bool| if ok { Ok(()) } else { fail(ErrorKind::ArgumentCount(Text::c_str(name)), at) };
+        if !is_block && let Ok(i) = ARGUMENTS.binary_search_by(|(a, _)| a.cmp(&name)) {
+            // NGINX-DIFF: argument counts are those of the newest probed release, for every release.
+            count(ARGUMENTS[i].1 >> n.min(8) & 1 == 1)?;
+        }
         for a in &args {
             self.scope.defined.extend(values::named_captures(a));
         }
