@@ -130,6 +130,8 @@ pub enum ErrorKind {
     NestingDepth(usize),
     /// The configuration is larger than the reader accepts.
     TooLarge(u64),
+    /// `invalid URL prefix` (`proxy_pass` in http without `http://` or `https://`).
+    InvalidUrlPrefix,
     /// `invalid number of the map parameters`.
     MapParameters,
     /// `duplicate location "x" in FILE:LINE`.
@@ -212,6 +214,7 @@ impl fmt::Display for ErrorKind {
             TooLarge(n) => write!(f, "configuration larger than {n} bytes"),
             Model(why) => f.write_str(why),
             MapParameters => f.write_str("invalid number of the map parameters"),
+            InvalidUrlPrefix => f.write_str("invalid URL prefix"),
             DuplicateLocation(n, at) => write!(f, "duplicate location \"{n}\" in {at}"),
             LookupFailed(call, n) => write!(f, "{call}(\"{n}\") failed"),
             ServiceNeedsResolve(s) => write!(f, "service upstream \"{s}\" requires \"resolve\" parameter"),

@@ -549,10 +549,15 @@ impl<'o> Walk<'o> {
             _ => &[],
         };
         let mut rest = url;
+        let mut prefixed = false;
         for s in schemes {
             if rest.len() >= s.len() && rest[..s.len()].eq_ignore_ascii_case(s) {
                 rest = &rest[s.len()..];
+                prefixed = true;
             }
+        }
+        if directive == b"proxy_pass" && self.scope_is_http() && !prefixed {
+            return fail(ErrorKind::InvalidUrlPrefix, at);
         }
         // NGINX-DIFF: an invalid URL prefix or address in these directives is not reported.
         if rest.len() >= 5 && rest[..5].eq_ignore_ascii_case(b"unix:") {
