@@ -550,6 +550,14 @@ mod tests {
             "invalid value \"0\" in \"keepalive\" directive in t.conf:1"
         );
         assert_eq!(at((1, 30, 6), "upstream u { keepalive 0; server a; }"), "ok");
+        // Releases between the probed ones follow the version rules inside `upstream`.
+        assert_eq!(at((1, 28, 0), text), "ok");
+        assert_eq!(at((1, 27, 2), text), "\"resolver\" directive is not allowed here in t.conf:1");
+        assert_eq!(at((1, 29, 6), "upstream u { sticky cookie s; server a; }"), "ok");
+        assert_eq!(
+            at((1, 29, 5), "upstream u { sticky cookie s; server a; }"),
+            "unknown directive \"sticky\" in t.conf:1"
+        );
         assert_eq!(
             at((1, 26, 3), "upstream u { sticky cookie s; server a; }"),
             "unknown directive \"sticky\" in t.conf:1"

@@ -272,10 +272,10 @@ impl<'o> Walk<'o> {
             .binary_search_by(|(n, _)| n.cmp(&name))
             .map(|i| DIRECTIVES[i].1[self.rules.directive_table])
             .unwrap_or(0);
+        let bit = 1u32 << (ctx as u32);
         if flags == 0 || (flags & (1 << 30) != 0 && !self.stream_loaded) {
             return fail(ErrorKind::UnknownDirective(Text::c_str(name)), at);
         }
-        let bit = 1u32 << (ctx as u32);
         if flags & bit == 0 {
             return fail(ErrorKind::NotAllowedHere(Text::c_str(name)), at);
         }
@@ -451,14 +451,20 @@ impl<'o> Walk<'o> {
     ) -> Result<(), ConfigError> {
         let at = &location;
         let name = args[0].as_slice();
-        let flags = DIRECTIVES
+        let mut flags = DIRECTIVES
             .binary_search_by(|(n, _)| n.cmp(&name))
             .map(|i| DIRECTIVES[i].1[self.rules.directive_table])
             .unwrap_or(0);
+        // Releases between probed ones: the version rules say what changed inside `upstream`.
+        let bit = 1u32 << (ctx as u32);
+        match name {
+            b"resolver" | b"resolver_timeout" if self.rules.server_resolve => flags |= 1 << 31 | bit,
+            b"sticky" if self.rules.sticky && ctx == Ctx::Upstream => flags |= 1 << 31 | bit,
+            _ => {}
+        }
         if flags == 0 || (flags & (1 << 30) != 0 && !self.stream_loaded) {
             return fail(ErrorKind::UnknownDirective(Text::c_str(name)), at);
         }
-        let bit = 1u32 << (ctx as u32);
         if flags & bit == 0 {
             return fail(ErrorKind::NotAllowedHere(Text::c_str(name)), at);
         }
