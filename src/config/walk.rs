@@ -268,10 +268,7 @@ impl<'o> Walk<'o> {
     ) -> Result<(), ConfigError> {
         let at = &location;
         let name = args[0].as_slice();
-        let flags = DIRECTIVES
-            .binary_search_by(|(n, _)| n.cmp(&name))
-            .map(|i| DIRECTIVES[i].1[self.rules.directive_table])
-            .unwrap_or(0);
+        let flags = self.flags(name);
         let bit = 1u32 << (ctx as u32);
         if flags == 0 || (flags & (1 << 30) != 0 && !self.stream_loaded) {
             return fail(ErrorKind::UnknownDirective(Text::c_str(name)), at);
@@ -403,6 +400,14 @@ impl<'o> Walk<'o> {
         Ok(())
     }
 
+    /// The directive table's flags for `name` in the chosen release (0: unknown).
+    fn flags(&self, name: &[u8]) -> u32 {
+        DIRECTIVES
+            .binary_search_by(|(n, _)| n.cmp(&name))
+            .map(|i| DIRECTIVES[i].1[self.rules.directive_table])
+            .unwrap_or(0)
+    }
+
     fn define(&mut self, var: &[u8]) {
         if let Some(v) = var.strip_prefix(b"$") {
             self.scope.defined.push(v.to_ascii_lowercase());
@@ -451,10 +456,7 @@ impl<'o> Walk<'o> {
     ) -> Result<(), ConfigError> {
         let at = &location;
         let name = args[0].as_slice();
-        let mut flags = DIRECTIVES
-            .binary_search_by(|(n, _)| n.cmp(&name))
-            .map(|i| DIRECTIVES[i].1[self.rules.directive_table])
-            .unwrap_or(0);
+        let mut flags = self.flags(name);
         // Releases between probed ones: the version rules say what changed inside `upstream`.
         let bit = 1u32 << (ctx as u32);
         match name {
