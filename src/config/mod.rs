@@ -16,8 +16,8 @@
 //!   `stream { }`), like a `conf.d/*.conf` include holding `upstream` blocks. This reads less than nginx:
 //!   whatever the surrounding file would add or forbid is not seen.
 //!
-//! Outside `upstream { }` the reader checks names, contexts, blocks and how many arguments each directive
-//! has, but not the arguments' values; the acceptance suite (`tests/config_acceptance.rs`) measures what
+//! Outside `upstream { }` the reader checks names, contexts, blocks, how many arguments each directive has
+//! and whether it may repeat, but not the arguments' values; the acceptance suite (`tests/config_acceptance.rs`) measures what
 //! remains.
 //!
 //! # Example

@@ -3,7 +3,7 @@
 //! [`super::block`]. Errors come out in the order nginx meets them.
 
 use super::block::{self, UpstreamBlock};
-use super::directives::{ARGUMENTS, DIRECTIVES};
+use super::directives::{ARGUMENTS, DIRECTIVES, SINGLE};
 use super::error::{ConfigError, ErrorKind, Location, Text};
 use super::includes::{self, MAX_CONFIG_BYTES};
 use super::tokens::{Lexer, Token};
@@ -125,6 +125,8 @@ pub(crate) struct Walk<'o> {
     in_stream: bool,
     seen: [bool; 3],
     scope: Scope,
+    /// Directives from [`SINGLE`] seen so far, one list per open block (the main level first).
+    singles: Vec<Vec<Vec<u8>>>,
     /// Sibling `location` keys, one list per open `server`/`location`.
     locations: Vec<Vec<(u8, Vec<u8>)>>,
     zones: Vec<(Vec<u8>, u64, Context)>,
@@ -145,6 +147,7 @@ impl<'o> Walk<'o> {
             in_stream: false,
             seen: [false; 3],
             scope: Scope::default(),
+            singles: vec![Vec::new()],
             locations: Vec::new(),
             zones: Vec::new(),
             upstreams: Vec::new(),
@@ -253,7 +256,9 @@ impl<'o> Walk<'o> {
             return Err(ConfigError::invalid(ErrorKind::NestingDepth(MAX_NESTING), at.clone()));
         }
         self.depth += 1;
+        self.singles.push(Vec::new());
         let r = self.block(lx, ctx, true);
+        self.singles.pop();
         self.depth -= 1;
         r
     }
@@ -288,6 +293,13 @@ impl<'o> Walk<'o> {
         if !is_block && let Ok(i) = ARGUMENTS.binary_search_by(|(a, _)| a.cmp(&name)) {
             // NGINX-DIFF: argument counts are those of the newest probed release, for every release.
             count(ARGUMENTS[i].1 >> n.min(8) & 1 == 1)?;
+        }
+        if !is_block && SINGLE.binary_search(&name).is_ok() {
+            let seen = self.singles.last_mut().expect("the main level is always open");
+            if seen.iter().any(|s| s == name) {
+                return fail(ErrorKind::Duplicate(Text::c_str(name)), at);
+            }
+            seen.push(name.to_vec());
         }
         for a in &args {
             self.scope.defined.extend(values::named_captures(a));
