@@ -131,7 +131,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
-    let options = LoadOptions { resolve: !args.no_resolve, version: args.nginx_version };
+    let options = LoadOptions { resolve: !args.no_resolve, version: args.nginx_version, ..LoadOptions::default() };
     let config = Config::load(&args.config, &options)?;
     for w in &config.warnings {
         eprintln!("nginx-ketama: [warn] {w}");

@@ -192,7 +192,7 @@ impl Address {
             if inner.is_empty() {
                 return Err(AddressError::NoHost);
             }
-            let addr = inner.parse().map_err(|_| AddressError::InvalidIpv6)?;
+            let addr = parse_ipv6(inner.as_bytes()).ok_or(AddressError::InvalidIpv6)?;
             return Ok(Address::Ipv6 { addr, port });
         }
         if s.contains(['/', '?']) {
@@ -215,6 +215,92 @@ impl Address {
             Address::Unix { .. } => None,
         }
     }
+}
+
+/// An IPv6 literal with nginx's acceptance rules (which differ from RFC 4291 parsers at the edges): one
+/// leading `:` is skipped, then groups of 1–4 hex digits separated by `:`, at most one empty group (`::`),
+/// and a dotted IPv4 tail when at least two groups remain. So `:1::`, `:1:2:3:4:5:6:7:8` and
+/// `::1.2.3.04` are addresses, and `1:2:3:4:5:6:7::` (a `::` standing for no group) is not.
+fn parse_ipv6(text: &[u8]) -> Option<std::net::Ipv6Addr> {
+    let text = text.strip_prefix(b":").unwrap_or(text);
+    if text.is_empty() {
+        return None;
+    }
+    let mut groups: Vec<u16> = Vec::with_capacity(8);
+    let mut gap: Option<usize> = None;
+    let mut parts = text.split(|&c| c == b':').peekable();
+    let mut first = true;
+    while let Some(part) = parts.next() {
+        let last = parts.peek().is_none();
+        if part.is_empty() {
+            // An empty part is the `::` gap; a trailing `:` after a gap ends with a zero group.
+            if last && gap.is_some() && !first {
+                groups.push(0);
+                continue;
+            }
+            if gap.is_some() || last {
+                return None;
+            }
+            gap = Some(groups.len());
+            first = false;
+            continue;
+        }
+        first = false;
+        if last && part.contains(&b'.') && part[0].is_ascii_digit() {
+            if groups.len() > 6 {
+                return None;
+            }
+            let v4 = dotted_quad(part)?;
+            let o = v4.octets();
+            groups.push(u16::from_be_bytes([o[0], o[1]]));
+            groups.push(u16::from_be_bytes([o[2], o[3]]));
+            break;
+        }
+        if part.len() > 4 || groups.len() >= 8 {
+            return None;
+        }
+        let s = std::str::from_utf8(part).ok()?;
+        groups.push(u16::from_str_radix(s, 16).ok().filter(|_| part.iter().all(u8::is_ascii_hexdigit))?);
+    }
+    let mut out = [0u16; 8];
+    match gap {
+        None if groups.len() == 8 => out.copy_from_slice(&groups),
+        Some(at) if groups.len() < 8 => {
+            out[..at].copy_from_slice(&groups[..at]);
+            let tail = &groups[at..];
+            out[8 - tail.len()..].copy_from_slice(tail);
+        }
+        _ => return None,
+    }
+    Some(std::net::Ipv6Addr::from(out))
+}
+
+/// A dotted IPv4 tail as nginx reads it: decimal octets up to 255, exactly three dots (empty octets are 0).
+fn dotted_quad(s: &[u8]) -> Option<std::net::Ipv4Addr> {
+    let mut octets = [0u8; 4];
+    let mut n = 0;
+    let mut value: u32 = 0;
+    for &c in s {
+        match c {
+            b'0'..=b'9' => {
+                value = value * 10 + u32::from(c - b'0');
+                if value > 255 {
+                    return None;
+                }
+            }
+            b'.' if n < 3 => {
+                octets[n] = value as u8;
+                n += 1;
+                value = 0;
+            }
+            _ => return None,
+        }
+    }
+    if n != 3 {
+        return None;
+    }
+    octets[3] = value as u8;
+    Some(std::net::Ipv4Addr::from(octets))
 }
 
 /// nginx's `ngx_atoi` plus the 1..=65535 range check: digits only, leading zeros allowed.
@@ -286,6 +372,14 @@ mod tests {
         ];
         for (s, e) in bad {
             assert_eq!(Address::parse(s), Err(e), "{s}");
+        }
+        for ok in
+            ["[:1::]:80", "[:1:2:3:4:5:6:7:8]:80", "[::1.2.3.04]:80", "[::1]", "[1::]", "[::]", "[1:2:3:4:5:6:7:8]"]
+        {
+            assert!(Address::parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["[1:2:3:4:5:6:7::]:80", "[1:2:3:4:5:6:7:8:9]", "[1::2::3]", "[12345::]", "[::1.2.3]", "[1.2.3.4]"] {
+            assert_eq!(Address::parse(bad), Err(InvalidIpv6), "{bad}");
         }
         let long = format!("unix:/{}", "a".repeat(107));
         assert_eq!(Address::parse(&long), Err(UnixPathTooLong));

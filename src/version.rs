@@ -40,9 +40,83 @@ impl NginxVersion {
 
     /// Plain `hash` bypasses to round-robin on `number < 2` (1.27.3+) rather than on `single`.
     pub(crate) fn plain_hash_guards_on_number(self) -> bool {
-        self >= NginxVersion::new(1, 27, 3)
+        self.rules().plain_hash_guards_on_number
+    }
+
+    /// What this release accepts and how it routes, from [`RULES`].
+    pub fn rules(self) -> Rules {
+        let mut r = Rules::BASE;
+        for (since, change) in RULES {
+            if self >= *since {
+                change(&mut r);
+            }
+        }
+        r.directive_table = PROBED.iter().rposition(|p| *p <= self).unwrap_or(0);
+        r
     }
 }
+
+/// The version-dependent rules, one flag per difference. Obtain them with [`NginxVersion::rules`].
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::NginxVersion;
+///
+/// assert!(!NginxVersion::new(1, 26, 3).rules().server_resolve);
+/// assert!(NginxVersion::new(1, 30, 6).rules().server_resolve);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Rules {
+    /// Plain `hash` goes straight to round-robin when the current list has fewer than two peers (before:
+    /// only when the upstream has a single peer and no backups).
+    pub plain_hash_guards_on_number: bool,
+    /// `server … resolve` and `service=` (run-time resolution), and `resolver`/`resolver_timeout` inside
+    /// `upstream`.
+    pub server_resolve: bool,
+    /// `server … resolve` with an IP literal needs no `zone` (the line stays a static peer).
+    pub ip_literal_resolve_is_static: bool,
+    /// `sticky` in an http `upstream`, and the `route=` and `drain` parameters of its `server` lines.
+    pub sticky: bool,
+    /// `keepalive 0` (keepalive on by default; 0 turns it off) and `keepalive N local`.
+    pub keepalive_zero_and_local: bool,
+    /// Which column of the probed directive tables applies (the newest probed release not after this one).
+    pub(crate) directive_table: usize,
+}
+
+impl Rules {
+    const BASE: Rules = Rules {
+        plain_hash_guards_on_number: false,
+        server_resolve: false,
+        ip_literal_resolve_is_static: false,
+        sticky: false,
+        keepalive_zero_and_local: false,
+        directive_table: 0,
+    };
+}
+
+/// What one release changed in the [`Rules`].
+pub type RuleChange = fn(&mut Rules);
+
+/// Each rule change and the release that made it, oldest first (from nginx's CHANGES and checked against
+/// the provisioned binaries by the acceptance suite). Add a row to model a new difference.
+pub const RULES: &[(NginxVersion, RuleChange)] = &[
+    (NginxVersion::new(1, 27, 3), |r| {
+        r.plain_hash_guards_on_number = true;
+        r.server_resolve = true;
+        r.ip_literal_resolve_is_static = true;
+    }),
+    (NginxVersion::new(1, 29, 6), |r| r.sticky = true),
+    (NginxVersion::new(1, 29, 7), |r| r.keepalive_zero_and_local = true),
+];
+
+/// The releases whose directive and variable sets were probed from the binaries (`scripts/probe-directives`,
+/// `scripts/probe-variables`); a release in between uses the newest probed one before it, an older one the
+/// oldest. To add a release: provision it, re-run both probes and table generators (one column per release,
+/// oldest first; the variable table holds at most 8), list it here, and add any rule change to [`RULES`].
+pub const PROBED: [NginxVersion; 3] =
+    [NginxVersion::new(1, 22, 1), NginxVersion::new(1, 26, 3), NginxVersion::new(1, 30, 6)];
 
 impl Default for NginxVersion {
     fn default() -> Self {

@@ -8,11 +8,15 @@ mod common;
 
 const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
 
+/// Writes a whole configuration: `text` is wrapped in `events {} http { … }` when it is only `http` content
+/// (on the same lines, so line numbers in messages stay those of `text`).
 fn write_conf(name: &str, text: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("nk-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
+    let whole =
+        if text.starts_with("http") { format!("events {{}} {text}") } else { format!("events {{}} http {{ {text} }}") };
+    std::fs::write(&path, whole).unwrap();
     path
 }
 
@@ -93,7 +97,7 @@ fn route_addresses_one_peer_of_a_name_and_shows_non_utf8_keys() {
     // An IPv6 spelling that nginx prints differently: the address and the string name the same peer.
     let conf = write_conf(
         "v6.conf",
-        "upstream c { hash $k consistent; server [0:0::1]:9101 max_fails=0; server 127.0.0.1:1 max_fails=0; }\n",
+        "upstream c { hash $arg_k consistent; server [0:0::1]:9101 max_fails=0; server 127.0.0.1:1 max_fails=0; }\n",
     );
     let c = conf.to_str().unwrap();
     let by_address = lines(&run(&["route", "--config", c, "--failed", "[::1]:9101"], b"a\nb\nc\nd\n"));
@@ -125,10 +129,10 @@ fn fails_with(args: &[&str], needle: &str) {
 
 #[test]
 fn bad_input_gets_a_clear_error() {
-    let zero = write_conf("zero.conf", "http {\n upstream z {\n  hash $k;\n  server a weight=0;\n }\n}\n");
+    let zero = write_conf("zero.conf", "http {\n upstream z {\n  hash $arg_k;\n  server a weight=0;\n }\n}\n");
     let z = zero.to_str().unwrap();
     fails_with(&["route", "--config", z, "--no-resolve"], &format!("invalid parameter \"weight=0\" in {z}:4"));
-    let two = write_conf("two.conf", "upstream a { hash $k; server a; } upstream b { hash $k; server b; }");
+    let two = write_conf("two.conf", "upstream a { hash $arg_k; server a; } upstream b { hash $arg_k; server b; }");
     let t = two.to_str().unwrap();
     fails_with(&["route", "--config", t, "--no-resolve"], "has 2 upstreams (a, b); name one");
     fails_with(&["route", "--config", t, "--no-resolve", "--upstream", "c"], "no upstream \"c\"");
@@ -138,7 +142,7 @@ fn bad_input_gets_a_clear_error() {
         "--failed \"zz:1\" matches no",
     );
     fails_with(&["ring", "--config", t, "--no-resolve", "--upstream", "a"], "plain `hash`, which has no ring");
-    let backup = write_conf("backup.conf", "upstream u {\n hash $k consistent;\n server a backup;\n}\n");
+    let backup = write_conf("backup.conf", "upstream u {\n hash $arg_k consistent;\n server a backup;\n}\n");
     fails_with(
         &["route", "--config", backup.to_str().unwrap()],
         "balancing method does not support parameter \"backup\"",
@@ -170,7 +174,7 @@ fn failed_address_takes_out_one_address_of_a_name() {
     let first = std::net::SocketAddr::new(addrs[0], 9001).to_string();
     let conf = write_conf(
         "multi.conf",
-        "upstream m { hash $k consistent; server localhost:9001 max_fails=0; server 127.0.0.9:1 max_fails=0; }",
+        "upstream m { hash $arg_k consistent; server localhost:9001 max_fails=0; server 127.0.0.9:1 max_fails=0; }",
     );
     let c = conf.to_str().unwrap();
     let keys: Vec<u8> = (0..40).flat_map(|i| format!("key{i}\n").into_bytes()).collect();
