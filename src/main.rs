@@ -3,7 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{CommandFactory, Parser, Subcommand};
-use nginx_ketama::config::{Config, LoadOptions};
+use nginx_ketama::config::{Config, Input, LoadOptions};
 use nginx_ketama::{NginxVersion, Upstream, Worker};
 use std::io::{BufRead, BufWriter, ErrorKind, Write};
 use std::path::PathBuf;
@@ -22,15 +22,32 @@ struct UpstreamArgs {
     /// nginx configuration file (includes are followed).
     #[arg(long)]
     config: PathBuf,
-    /// The upstream to use; may be left out when the file has exactly one.
+    /// The upstream to use (`NAME`, or `http:NAME` / `stream:NAME` when both contexts have one); may be left
+    /// out when the file has exactly one.
     #[arg(long)]
     upstream: Option<String>,
     /// Make every `server` line exactly one peer, with no DNS lookups.
     #[arg(long)]
     no_resolve: bool,
-    /// Follow the rules of this nginx version (they differ only for plain `hash` with one primary plus backups).
-    #[arg(long, default_value_t = NginxVersion::LATEST)]
+    /// Follow the rules of this nginx version (modelled: 1.22.0 to 1.30.x).
+    #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = modelled_version)]
     nginx_version: NginxVersion,
+    /// Read the file as a fragment (a `conf.d` include holding `upstream` blocks) that would sit inside
+    /// `http { }` (the default) or `stream { }`, instead of a whole nginx.conf. This reads less than nginx.
+    #[arg(long, value_enum, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "http")]
+    fragment: Option<FragmentOf>,
+}
+
+/// Where a `--fragment` file's directives would sit.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum FragmentOf {
+    Http,
+    Stream,
+}
+
+fn modelled_version(s: &str) -> Result<NginxVersion, String> {
+    let v: NginxVersion = s.parse().map_err(|e| format!("{e}"))?;
+    v.modelled().map_err(|e| e.to_string())
 }
 
 #[derive(Subcommand)]
@@ -131,7 +148,12 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
-    let options = LoadOptions { resolve: !args.no_resolve, version: args.nginx_version, ..LoadOptions::default() };
+    let input = match args.fragment {
+        None => Input::Config,
+        Some(FragmentOf::Http) => Input::Fragment,
+        Some(FragmentOf::Stream) => Input::StreamFragment,
+    };
+    let options = LoadOptions { resolve: !args.no_resolve, version: args.nginx_version, input };
     let config = Config::load(&args.config, &options)?;
     for w in &config.warnings {
         eprintln!("nginx-ketama: [warn] {w}");

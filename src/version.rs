@@ -118,6 +118,45 @@ pub const RULES: &[(NginxVersion, RuleChange)] = &[
 pub const PROBED: [NginxVersion; 3] =
     [NginxVersion::new(1, 22, 1), NginxVersion::new(1, 26, 3), NginxVersion::new(1, 30, 6)];
 
+/// The releases whose routing this crate models: 1.22.0 through every 1.30 release. Outside them routing
+/// rules differ or are not yet known (docs/nginx-algorithm.md §8); [`NginxVersion::modelled`] refuses them.
+pub const MODELLED: std::ops::RangeInclusive<NginxVersion> =
+    NginxVersion::new(1, 22, 0)..=NginxVersion::new(1, 30, u32::MAX);
+
+/// A release outside [`MODELLED`].
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::NginxVersion;
+///
+/// let err = NginxVersion::new(1, 18, 0).modelled().unwrap_err();
+/// assert_eq!(err.to_string(), "nginx 1.18.0 is not modelled: this build models nginx 1.22.0 to 1.30.x");
+/// assert!(NginxVersion::new(1, 26, 3).modelled().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "nginx {version} is not modelled: this build models nginx {} to {}.{}.x",
+    MODELLED.start(),
+    MODELLED.end().major,
+    MODELLED.end().minor
+)]
+pub struct UnmodelledVersion {
+    /// The release asked for.
+    pub version: NginxVersion,
+}
+
+impl NginxVersion {
+    /// `self` if its routing is modelled ([`MODELLED`]).
+    ///
+    /// # Errors
+    ///
+    /// [`UnmodelledVersion`] naming the modelled range.
+    pub fn modelled(self) -> Result<NginxVersion, UnmodelledVersion> {
+        if MODELLED.contains(&self) { Ok(self) } else { Err(UnmodelledVersion { version: self }) }
+    }
+}
+
 impl Default for NginxVersion {
     fn default() -> Self {
         NginxVersion::LATEST
