@@ -297,11 +297,7 @@ pub fn replay_vectors(command: &str, files: &[std::path::PathBuf]) -> Result<Rep
                         shim.reset()?;
                     }
                     let hex = test.get("keyHex").and_then(Value::as_str).context("a test without keyHex")?;
-                    let key = (0..hex.len())
-                        .step_by(2)
-                        .map(|j| u8::from_str_radix(hex.get(j..j + 2).unwrap_or("zz"), 16))
-                        .collect::<Result<Vec<u8>, _>>()
-                        .with_context(|| format!("bad keyHex {hex:?}"))?;
+                    let key = unhex(hex).with_context(|| format!("bad keyHex {hex:?}"))?;
                     let answer = shim.request(&key).with_context(|| format!("group {name}, nginx {version}"))?;
                     let want: Vec<&str> = test
                         .get("attempts")
@@ -383,11 +379,7 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> Result<()> {
             match msg.get("op").and_then(Value::as_str) {
                 Some("request") => {
                     let hex = msg.get("keyHex").and_then(Value::as_str).unwrap_or("");
-                    let key: Option<Vec<u8>> = (0..hex.len())
-                        .step_by(2)
-                        .map(|j| hex.get(j..j + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-                        .collect();
-                    let Some(key) = key.filter(|_| hex.len() % 2 == 0) else {
+                    let Some(key) = unhex(hex) else {
                         reply(&mut output, json!({"error": format!("bad keyHex {hex:?}")}))?;
                         continue;
                     };
@@ -415,6 +407,14 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> Result<()> {
             return Ok(());
         }
     }
+}
+
+/// The bytes of a `keyHex` string (`None` unless it is an even number of hex digits).
+fn unhex(hex: &str) -> Option<Vec<u8>> {
+    if !hex.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..hex.len()).step_by(2).map(|j| hex.get(j..j + 2).and_then(|b| u8::from_str_radix(b, 16).ok())).collect()
 }
 
 /// The library's upstream for an `upstream` message, the addresses that refuse, and the clock.
