@@ -227,3 +227,43 @@ fn completions_and_man_page_are_generated() {
     let page = String::from_utf8(out.stdout).unwrap();
     assert!(page.starts_with(".ie") && page.contains(".TH nginx-ketama 1") && page.contains("verify"), "{page}");
 }
+
+/// A shim that always names the first peer: a wrong implementation the proof must catch.
+const WRONG_SHIM: &str = r#"import sys, json
+peers = []
+for line in sys.stdin:
+    m = json.loads(line)
+    if m["op"] == "upstream":
+        peers = m["peers"]
+        out = {"ok": True}
+    elif m["op"] == "reset":
+        out = {"ok": True}
+    else:
+        out = {"attempts": [peers[0]["address"]], "outcome": "answered"}
+    print(json.dumps(out), flush=True)
+"#;
+
+fn wrong_shim() -> String {
+    let path = dir().join("wrong_shim.py");
+    std::fs::write(&path, WRONG_SHIM).unwrap();
+    format!("python3 {}", path.display())
+}
+
+/// The golden vectors replayed through a shim: the library behind the protocol passes them all, a wrong
+/// implementation fails with one line per test, and a shim that dies is a fault (exit 3), not a pass.
+#[test]
+fn vectors_replay_through_a_shim() {
+    let replay = |shim: &str| Command::new(CLI).args(["replay-vectors", "--shim", shim]).output().unwrap();
+    let out = replay(&format!("{CLI} shim"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1953 passed, 0 failed\n");
+    let out = replay(&wrong_shim());
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap();
+    let failed: usize = last.split(", ").nth(1).unwrap().trim_end_matches(" failed").parse().unwrap();
+    assert!(failed > 1000 && text.contains("FAIL ") && last.ends_with(" failed"), "{last}");
+    let out = replay("true");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exited"), "{}", String::from_utf8_lossy(&out.stderr));
+}

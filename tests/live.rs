@@ -437,3 +437,37 @@ fn nginx_does_not_outlive_a_panicking_test() -> Result<()> {
     report(&format!("panic during a run: nginx (pid {pid}) was stopped while unwinding"));
     Ok(())
 }
+
+/// `verify --shim`: the library behind the shim protocol is proven like the library itself, and a wrong
+/// implementation behind the same protocol is caught (exit 1, mismatches), on the newest local nginx.
+#[test]
+fn shims_are_proven_live() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let version = backend.version().to_string();
+    let verify = |shim: &str| -> Result<std::process::Output> {
+        let dir = nginx_ketama::harness::local::fresh_prefix()?;
+        let out = std::process::Command::new(CLI)
+            .args(["verify", "--backend", "local", "--versions", &version, "--topologies", "2", "--keys", "300"])
+            .args(["--stream-sessions", "50", "--shim", shim, "--mismatches"])
+            .arg(dir.join("mismatches.jsonl"))
+            .output()?;
+        std::fs::remove_dir_all(&dir)?;
+        Ok(out)
+    };
+    let out = verify(&format!("{CLI} shim"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("0 mismatches: the shim routes exactly like nginx"), "{text}");
+    let wrong = std::env::temp_dir().join(format!("nk-wrong-shim-{}.py", std::process::id()));
+    std::fs::write(
+        &wrong,
+        "import sys, json\npeers = []\nfor line in sys.stdin:\n    m = json.loads(line)\n    if m['op'] == 'upstream':\n        peers = m['peers']\n        out = {'ok': True}\n    elif m['op'] == 'reset':\n        out = {'ok': True}\n    else:\n        out = {'attempts': [peers[0]['address']], 'outcome': 'answered'}\n    print(json.dumps(out), flush=True)\n",
+    )?;
+    let out = verify(&format!("python3 {}", wrong.display()))?;
+    std::fs::remove_file(&wrong)?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("mismatches; all of them are in"), "{text}");
+    report(&format!("shim protocol on nginx {version}: the reference shim proven, a wrong shim caught"));
+    Ok(())
+}
