@@ -16,6 +16,7 @@
 
 pub mod backend;
 pub mod catalog;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod client;
 pub mod forge;
