@@ -58,7 +58,7 @@ public final class Replay {
     }
 
     @SuppressWarnings("unchecked")
-    private static Map<String, Object> obj(Object o) {
+    static Map<String, Object> obj(Object o) {
         if (!(o instanceof Map)) {
             throw new IllegalArgumentException("expected an object, got " + o);
         }
@@ -76,7 +76,7 @@ public final class Replay {
         return (List<Object>) o;
     }
 
-    private static long num(Map<String, Object> m, String k, long dflt) {
+    static long num(Map<String, Object> m, String k, long dflt) {
         Object v = m.get(k);
         if (v == null) {
             return dflt;
@@ -151,7 +151,7 @@ public final class Replay {
         return out;
     }
 
-    private static Upstream upstream(Map<String, Object> g, Rules rules) {
+    static Upstream upstream(Map<String, Object> g, Rules rules) {
         List<Peer> primary = new ArrayList<>();
         List<Peer> backup = new ArrayList<>();
         for (Object o : arr(g.get("peers"))) {

@@ -1,0 +1,149 @@
+package nginxhash;
+
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStreamWriter;
+import java.io.Writer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * This port behind the shim protocol (ports/SHIM.md, version 1): JSON lines on stdin, one answer per line on stdout.
+ *
+ * <pre>
+ *   nginx-ketama replay-vectors --shim "ports/java/run --shim"
+ *   nginx-ketama verify --backend local --shim "ports/java/run --shim"
+ * </pre>
+ *
+ * <p>{@code upstream} builds the port's {@link Upstream} with the vector replay's own peer parsing (the message has
+ * a vector group's shape) and a fresh {@link Worker}; {@code request} runs one request on it, the peers with
+ * {@code refuses} failing; {@code reset} starts a fresh Worker. A version the port does not model is answered
+ * {@code {"unsupported": ...}}; an unknown op or a malformed message {@code {"error": ...}}. Exits 0 at the end of
+ * stdin.
+ */
+public final class Shim {
+    static final long PROTOCOL = 1;
+
+    private Upstream upstream;
+    private Worker worker;
+    private long now;
+
+    public static void main(String[] args) throws IOException {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        Writer out = new BufferedWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8));
+        Shim shim = new Shim();
+        for (String line; (line = in.readLine()) != null; ) {
+            String reply;
+            try {
+                reply = shim.answer(Json.parse(line));
+            } catch (IllegalArgumentException e) {
+                reply = error("not JSON: " + e.getMessage());
+            }
+            out.write(reply);
+            out.write('\n');
+            out.flush();
+        }
+    }
+
+    String answer(Object message) {
+        if (!(message instanceof Map)) {
+            return error("a message must be a JSON object");
+        }
+        Map<String, Object> msg = Replay.obj(message);
+        Object op = msg.get("op");
+        if ("upstream".equals(op)) {
+            upstream = null;
+            worker = null;
+            Rules rules;
+            try {
+                if (msg.containsKey("protocol") && !Long.valueOf(PROTOCOL).equals(msg.get("protocol"))) {
+                    return "{\"unsupported\":" + quote("protocol " + msg.get("protocol") + " (this shim speaks "
+                            + PROTOCOL + ")") + "}";
+                }
+                if (!(msg.get("version") instanceof String v)) {
+                    return error("bad upstream: no version");
+                }
+                rules = Rules.forVersion(v);
+            } catch (IllegalArgumentException e) {
+                return "{\"unsupported\":" + quote("nginx " + msg.get("version") + ": " + e.getMessage()) + "}";
+            }
+            try {
+                Object m = msg.get("method");
+                if (!"consistent".equals(m) && !"plain".equals(m)) {
+                    throw new IllegalArgumentException("unknown method " + m);
+                }
+                if (!(msg.get("peers") instanceof List<?> peers)) {
+                    throw new IllegalArgumentException("no peers");
+                }
+                for (Object p : peers) {
+                    Map<String, Object> peer = Replay.obj(p);
+                    if (!(peer.get("server") instanceof String) || !(peer.get("address") instanceof String)) {
+                        throw new IllegalArgumentException("a peer without server or address: " + p);
+                    }
+                }
+                long clock = Replay.num(msg, "now", Replay.NOW);
+                Upstream up = Replay.upstream(msg, rules);
+                upstream = up;
+                now = clock;
+                worker = new Worker(up);
+            } catch (RuntimeException e) {
+                return error("bad upstream: " + e);
+            }
+            return "{\"ok\":true}";
+        }
+        if ("request".equals(op)) {
+            if (worker == null) {
+                return error("request before a (supported) upstream");
+            }
+            if (!(msg.get("keyHex") instanceof String hex) || !hex.matches("([0-9a-fA-F]{2})*")) {
+                return error("bad keyHex " + msg.get("keyHex"));
+            }
+            Worker.Outcome out = worker.request(HexFormat.of().parseHex(hex), now);
+            List<String> attempts = new ArrayList<>();
+            for (Peer p : out.attempts()) {
+                attempts.add(quote(p.address()));
+            }
+            return "{\"attempts\":[" + String.join(",", attempts) + "],\"outcome\":" + quote(out.outcomeName()) + "}";
+        }
+        if ("reset".equals(op)) {
+            if (upstream == null) {
+                return error("reset before a (supported) upstream");
+            }
+            worker = new Worker(upstream);
+            return "{\"ok\":true}";
+        }
+        return error("unknown op " + (op instanceof String s ? quote(s) : String.valueOf(op)));
+    }
+
+    private static String error(String what) {
+        return "{\"error\":" + quote(what) + "}";
+    }
+
+    /** A JSON string literal. */
+    static String quote(String s) {
+        StringBuilder b = new StringBuilder(s.length() + 2).append('"');
+        for (int k = 0; k < s.length(); k++) {
+            char c = s.charAt(k);
+            switch (c) {
+                case '"' -> b.append("\\\"");
+                case '\\' -> b.append("\\\\");
+                case '\n' -> b.append("\\n");
+                case '\r' -> b.append("\\r");
+                case '\t' -> b.append("\\t");
+                default -> {
+                    if (c < 0x20) {
+                        b.append(String.format("\\u%04x", (int) c));
+                    } else {
+                        b.append(c);
+                    }
+                }
+            }
+        }
+        return b.append('"').toString();
+    }
+}
