@@ -55,6 +55,9 @@ enum Command {
     /// Resolve names like nginx at startup, one line per name: NAME ADDRESS... (used by the harness).
     #[command(hide = true)]
     ResolveHosts { names: Vec<String> },
+    /// Record the golden vectors from every provisioned nginx (run it through scripts/record-vectors).
+    #[command(hide = true)]
+    RecordVectors(nginx_ketama::harness::golden::RecordArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +71,10 @@ fn main() -> ExitCode {
         Command::Ring { upstream } => ring(&upstream),
         Command::Verify(args) => return ExitCode::from(nginx_ketama::harness::cli::verify(&args).code()),
         Command::ResolveHosts { names } => resolve_hosts(&names),
+        Command::RecordVectors(args) => match nginx_ketama::harness::golden::record_vectors(&args) {
+            Ok(status) => return ExitCode::from(status.code()),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
