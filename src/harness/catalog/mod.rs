@@ -10,7 +10,6 @@
 //! proves that claim against nginx by recording such cases twice, in order and in reverse order, each on a
 //! fresh nginx. *Stateful* cases (round-robin sequences, alternation among addresses of one name, failure
 //! accounting) must be replayed in order on one fresh worker.
-
 //!
 //! [`lines`] builds server lines in every spelling, [`keys`] the key lists (sampled, forged onto ring
 //! points, colliding), and `cases` holds one small function per case, listed in review order.
