@@ -90,6 +90,9 @@ enum Command {
     /// Resolve names like nginx at startup, one line per name: NAME ADDRESS... (used by the harness).
     #[command(hide = true)]
     ResolveHosts { names: Vec<String> },
+    /// Record the golden vectors from every provisioned nginx (run it through scripts/record-vectors).
+    #[command(hide = true)]
+    RecordVectors(nginx_ketama::harness::golden::RecordArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +110,10 @@ fn main() -> ExitCode {
         Command::Shim => nginx_ketama::harness::shim::serve(std::io::stdin().lock(), std::io::stdout().lock()),
         Command::Completions { shell } => completions(shell),
         Command::Man => man(),
+        Command::RecordVectors(args) => match nginx_ketama::harness::golden::record_vectors(&args) {
+            Ok(status) => return ExitCode::from(status.code()),
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -6,10 +6,12 @@
 //! mutated model fails too — `mutated_models_are_caught` runs the same comparison against deliberately
 //! broken rings and requires failures exactly on the collision and ring-edge vectors.
 
+use nginx_ketama::NginxVersion;
 use nginx_ketama::Server;
 use nginx_ketama::harness::catalog::catalog;
 use nginx_ketama::harness::golden::{
-    LibraryReplayer, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay, snapshot_name,
+    Flag, LibraryReplayer, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay, skeleton,
+    snapshot_name,
 };
 use nginx_ketama::harness::parity::Model;
 use nginx_ketama::ring::reference;
@@ -29,16 +31,17 @@ fn records() -> Vec<Record> {
 fn library_reproduces_every_recorded_vector() {
     let mut failures = Vec::new();
     let mut checked = 0;
-    let mut per_version: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut per_version: std::collections::BTreeMap<NginxVersion, usize> = Default::default();
     for record in &records() {
         for run in &record.runs {
             let replayer = LibraryReplayer::new(record, run).expect("the library accepts every recorded upstream");
             failures.extend(replay(record, run, &replayer));
             checked += record.keys.len();
-            *per_version.entry(run.nginx.clone()).or_default() += record.keys.len();
+            *per_version.entry(run.nginx).or_default() += record.keys.len();
         }
     }
-    eprintln!("golden: {checked} recorded requests replayed ({per_version:?}), {} differ", failures.len());
+    let per_version: Vec<String> = per_version.iter().map(|(v, n)| format!("{v}: {n}")).collect();
+    eprintln!("golden: {checked} recorded requests replayed ({}), {} differ", per_version.join(", "), failures.len());
     if !failures.is_empty() {
         let shown: Vec<String> = failures.iter().take(20).map(|f| format!("  {f}")).collect();
         panic!("{} recorded vectors differ from the library:\n{}", failures.len(), shown.join("\n"));
@@ -66,14 +69,14 @@ fn records_are_current_with_the_catalog() {
     assert_eq!(recorded, defined, "records and catalog name different cases: run scripts/record-vectors");
     for case in &cases {
         let record = records.iter().find(|r| r.case == case.name).expect("checked above");
-        let fresh = nginx_ketama::harness::golden::skeleton(case);
+        let fresh = skeleton(case);
         assert_eq!(
             Record { runs: Vec::new(), ..record.clone() },
             fresh,
             "{}: re-run scripts/record-vectors",
             case.name
         );
-        let versions: Vec<&str> = record.runs.iter().map(|r| r.nginx.as_str()).collect();
+        let versions: Vec<String> = record.runs.iter().map(|r| r.nginx.to_string()).collect();
         assert_eq!(versions, ["1.22.1", "1.26.3", "1.30.6"], "{}: recorded versions", case.name);
         for run in &record.runs {
             assert_eq!(run.results.len(), record.keys.len(), "{} on {}", case.name, run.nginx);
@@ -185,7 +188,7 @@ impl Replayer for NaiveRing {
 }
 
 /// Failing keys (1-based positions and their flags) of `case` replayed on `model(run)`, per run.
-fn failing(records: &[Record], case: &str, model: impl Fn(&Run) -> NaiveRing) -> Vec<(usize, Vec<String>)> {
+fn failing(records: &[Record], case: &str, model: impl Fn(&Run) -> NaiveRing) -> Vec<(usize, Vec<Flag>)> {
     let record = records.iter().find(|r| r.case == case).unwrap_or_else(|| panic!("record {case}"));
     let mut out = Vec::new();
     for run in &record.runs {
@@ -210,13 +213,13 @@ fn mutated_models_are_caught() {
     for case in collision_cases {
         let f = failing(&records, case, |r| NaiveRing::new(r, true, false));
         assert!(!f.is_empty(), "keep-last dedup must fail on {case}");
-        assert!(f.iter().all(|(_, flags)| flags.iter().any(|x| x == "Collision")), "{case}: {f:?}");
+        assert!(f.iter().all(|(_, flags)| flags.contains(&Flag::Collision)), "{case}: {f:?}");
     }
     // Mutation 2: lookup takes the first point strictly above the key's hash.
     let f = failing(&records, "ring-edges", |r| NaiveRing::new(r, false, true));
     let record = records.iter().find(|r| r.case == "ring-edges").unwrap();
-    let on_point = record.keys.iter().filter(|k| k.flags.iter().any(|x| x == "OnPoint")).count();
+    let on_point = record.keys.iter().filter(|k| k.flags.contains(&Flag::OnPoint)).count();
     // An on-point key is caught unless the next point belongs to the same server (then both rules agree).
     assert!(f.len() * 2 > on_point * record.runs.len(), "most on-point keys must fail: {f:?}");
-    assert!(f.iter().all(|(_, flags)| flags.iter().any(|x| x == "OnPoint")));
+    assert!(f.iter().all(|(_, flags)| flags.contains(&Flag::OnPoint)));
 }

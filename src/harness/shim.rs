@@ -7,6 +7,7 @@
 //! answers each message with one line. An `error` answer, a malformed line or a dead shim is a harness fault,
 //! never a pass; `unsupported` (with its reason) is reported apart, as rustls's BoGo shim does.
 
+use super::golden::{Outcome, PeerRecord, peers_of};
 use super::parity::{Model, RUN_CLOCK};
 use super::topology::{Topology, UPSTREAM};
 use crate::upstream::Method;
@@ -29,35 +30,13 @@ pub struct Shim {
     line: String,
 }
 
-/// One peer as the protocol describes it (the shape of a vector group's `peers`).
-#[derive(Debug, Clone, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ShimPeer {
-    /// The configured server string (hashed, byte for byte).
-    pub server: String,
-    /// The address as nginx prints it in `$upstream_addr`.
-    pub address: String,
-    /// `weight=`.
-    pub weight: u32,
-    /// `down`.
-    pub down: bool,
-    /// `backup`.
-    pub backup: bool,
-    /// `max_fails=`.
-    pub max_fails: u32,
-    /// `fail_timeout=`, in seconds.
-    pub fail_timeout: u64,
-    /// Every connection to this peer is refused.
-    pub refuses: bool,
-}
-
 /// What the shim said a request did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShimAnswer {
     /// Addresses tried, in order.
     pub attempts: Vec<String>,
-    /// `answered`, `failed` or `noLiveUpstreams`.
-    pub outcome: String,
+    /// How it ended.
+    pub outcome: Outcome,
 }
 
 impl ShimAnswer {
@@ -65,31 +44,11 @@ impl ShimAnswer {
     /// upstream was left), as [`super::parity::expect_with`] renders the library's.
     pub fn rendered(&self) -> (u16, String) {
         let mut names: Vec<&str> = self.attempts.iter().map(String::as_str).collect();
-        if self.outcome == "noLiveUpstreams" {
+        if self.outcome == Outcome::NoLiveUpstreams {
             names.push(UPSTREAM);
         }
-        (if self.outcome == "answered" { 200 } else { 502 }, names.join(", "))
+        (if self.outcome == Outcome::Answered { 200 } else { 502 }, names.join(", "))
     }
-}
-
-/// The peers of `topology` in nginx's list order, as the protocol sends them.
-pub fn peers_of(topology: &Topology) -> Vec<ShimPeer> {
-    topology
-        .lines
-        .iter()
-        .flat_map(|l| {
-            l.endpoints.iter().map(move |e| ShimPeer {
-                server: l.server.clone(),
-                address: e.name.clone(),
-                weight: l.weight,
-                down: l.down,
-                backup: l.backup,
-                max_fails: l.max_fails,
-                fail_timeout: l.fail_timeout,
-                refuses: l.dead,
-            })
-        })
-        .collect()
 }
 
 impl Shim {
@@ -144,7 +103,7 @@ impl Shim {
     /// # Errors
     ///
     /// The shim failed, refused (`error`) or does not support this upstream (`unsupported`).
-    pub fn upstream(&mut self, method: Method, version: NginxVersion, peers: &[ShimPeer]) -> Result<()> {
+    pub fn upstream(&mut self, method: Method, version: NginxVersion, peers: &[PeerRecord]) -> Result<()> {
         let method = match method {
             Method::Consistent => "consistent",
             Method::Plain => "plain",
@@ -194,11 +153,10 @@ impl Shim {
             .iter()
             .map(|a| a.as_str().map(str::to_string).context("an attempt that is not a string"))
             .collect::<Result<Vec<_>>>()?;
-        let outcome = answer.get("outcome").and_then(Value::as_str).context("an answer without \"outcome\"")?;
-        if !["answered", "failed", "noLiveUpstreams"].contains(&outcome) {
-            bail!("unknown outcome {outcome:?} from the shim {:?}", self.command);
-        }
-        Ok(ShimAnswer { attempts, outcome: outcome.to_string() })
+        let outcome = answer.get("outcome").context("an answer without \"outcome\"")?;
+        let outcome: Outcome = serde_json::from_value(outcome.clone())
+            .with_context(|| format!("unknown outcome {outcome} from the shim {:?}", self.command))?;
+        Ok(ShimAnswer { attempts, outcome })
     }
 }
 
@@ -307,14 +265,14 @@ pub fn replay_vectors(command: &str, files: &[std::path::PathBuf]) -> Result<Rep
                         .filter_map(Value::as_str)
                         .collect();
                     let want_outcome = test.get("outcome").and_then(Value::as_str).unwrap_or("?");
-                    if answer.attempts != want || answer.outcome != want_outcome {
+                    if answer.attempts != want || answer.outcome.name() != want_outcome {
                         ok[i] = false;
                         report.failures.push(format!(
                             "FAIL {}:{name} tcId={} nginx {version}: expected {want:?} {want_outcome}, shim {:?} {}",
                             file.display(),
                             test.get("tcId").unwrap_or(&Value::Null),
                             answer.attempts,
-                            answer.outcome
+                            answer.outcome.name()
                         ));
                     }
                 }
@@ -386,9 +344,9 @@ pub fn serve(input: impl BufRead, mut output: impl Write) -> Result<()> {
                     let out = worker.request(&key, now, |p| refuses.iter().any(|r| r == p.name()));
                     let attempts: Vec<&str> = out.attempts.iter().map(|&id| upstream.peer(id).name()).collect();
                     let outcome = match out.status {
-                        crate::worker::Status::Answered => "answered",
-                        crate::worker::Status::Failed => "failed",
-                        crate::worker::Status::NoLiveUpstreams => "noLiveUpstreams",
+                        crate::worker::Status::Answered => Outcome::Answered,
+                        crate::worker::Status::Failed => Outcome::Failed,
+                        crate::worker::Status::NoLiveUpstreams => Outcome::NoLiveUpstreams,
                     };
                     reply(&mut output, json!({"attempts": attempts, "outcome": outcome}))?;
                 }

@@ -1,0 +1,107 @@
+//! The readable insta snapshots of records (`snapshots/catalog__<case>.snap`).
+
+use super::groups::{group_description, version_groups};
+use super::records::{Record, to_hex};
+use super::vocab::{Outcome, method_name};
+use std::fmt::Write as _;
+
+/// The insta snapshot name of a case: `catalog__<name with - as _>`.
+pub fn snapshot_name(case: &str) -> String {
+    format!("catalog__{}", case.replace('-', "_"))
+}
+
+/// A key for people: quoted text, shortened when long, or hex when not UTF-8.
+pub(crate) fn show(key: &[u8]) -> String {
+    match std::str::from_utf8(key) {
+        Ok(s) if s.chars().count() > 48 => {
+            format!("{:?}… ({} bytes)", s.chars().take(40).collect::<String>(), key.len())
+        }
+        Ok(s) => format!("{s:?}"),
+        Err(_) if key.len() > 24 => format!("hex:{}… ({} bytes)", to_hex(&key[..20]), key.len()),
+        Err(_) => format!("hex:{}", to_hex(key)),
+    }
+}
+
+/// The readable snapshot of a record: header, upstream block, peers, and one row per key and version group
+/// (`tcId`, CRC32, outcome, the attempts as configured server strings, the key). No dates.
+pub fn render_snapshot(record: &Record) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "case:        {}", record.case);
+    let _ = writeln!(s, "description: {}", record.description);
+    let _ = writeln!(s, "method:      {}", method_name(record.method));
+    let _ = writeln!(
+        s,
+        "stateful:    {}",
+        if record.stateful {
+            "yes (replay in order on one fresh worker)"
+        } else {
+            "no (each key independent; verified in both orders)"
+        }
+    );
+    let _ = writeln!(s, "recorded on:");
+    for r in &record.runs {
+        let _ = writeln!(s, "  nginx {} (Debian {}, {})", r.nginx, r.package, r.libc);
+    }
+    s.push('\n');
+    s.push_str(&record.upstream);
+    if let Some(h) = &record.hosts {
+        let _ = write!(s, "\nhosts:\n{h}");
+    }
+    let groups = version_groups(record);
+    let split = groups.len() > 1;
+    for g in &groups {
+        let _ = writeln!(s, "\n=== nginx {} ===", g.versions_joined(", "));
+        if split {
+            let _ = writeln!(s, "{}", group_description(record, g, true));
+        }
+        let run = g.runs[0];
+        let _ = writeln!(s, "peers:");
+        let w = run.peers.iter().map(|p| p.server.len()).max().unwrap_or(6).max(6);
+        let aw = run.peers.iter().map(|p| p.address.len()).max().unwrap_or(7).max(7);
+        let _ = writeln!(s, "  {:<w$}  {:<aw$}  weight  flags", "server", "address");
+        for p in &run.peers {
+            let mut flags = Vec::new();
+            if p.down {
+                flags.push("down".to_string());
+            }
+            if p.backup {
+                flags.push("backup".to_string());
+            }
+            if p.refuses {
+                flags.push("refuses".to_string());
+            }
+            if p.max_fails > 0 {
+                flags.push(format!("max_fails={} fail_timeout={}s", p.max_fails, p.fail_timeout));
+            }
+            let _ = writeln!(s, "  {:<w$}  {:<aw$}  {:>6}  {}", p.server, p.address, p.weight, flags.join(" "));
+            // Trim the trailing spaces of rows without flags.
+            while s.ends_with(" \n") {
+                s.pop();
+                s.pop();
+                s.push('\n');
+            }
+        }
+        let server_of = run.server_of();
+        let _ = writeln!(s, "tests:");
+        let _ = writeln!(s, "  {:>4}  {:<8}  {:<15}  {:<40}  key", "#", "crc32", "outcome", "attempts (servers)");
+        for (i, (k, r)) in record.keys.iter().zip(&run.results).enumerate() {
+            let bytes = k.bytes();
+            let (attempts, outcome) = r.attempts();
+            let servers: Vec<&str> = attempts.iter().map(|a| server_of.get(a).copied().unwrap_or("?")).collect();
+            let mut shown = servers.join(", ");
+            if outcome == Outcome::NoLiveUpstreams {
+                shown.push_str(if shown.is_empty() { "(none)" } else { ", (none left)" });
+            }
+            let _ = writeln!(
+                s,
+                "  {:>4}  {:08x}  {:<15}  {:<40}  {}",
+                i + 1,
+                crc32fast::hash(&bytes),
+                format!("{outcome} {}", r.status),
+                shown,
+                show(&bytes)
+            );
+        }
+    }
+    s
+}
