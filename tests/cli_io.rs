@@ -267,3 +267,28 @@ fn vectors_replay_through_a_shim() {
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("exited"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A shim that answers nothing, or says it does not support an upstream, is a fault with its reason.
+#[test]
+fn a_silent_or_unsupporting_shim_is_a_fault() {
+    let unsupported = dir().join("unsupported_shim.py");
+    std::fs::write(
+        &unsupported,
+        "import sys, json\nfor line in sys.stdin:\n    print(json.dumps({'unsupported': 'no such port'}), flush=True)\n",
+    )
+    .unwrap();
+    let out = Command::new(CLI)
+        .args(["replay-vectors", "--shim", &format!("python3 {}", unsupported.display())])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported by the shim"), "{out:?}");
+    // Reads its input and never answers: the harness must not wait forever.
+    let out = Command::new(CLI)
+        .args(["replay-vectors", "--shim", "cat > /dev/null"])
+        .env("NGINX_KETAMA_SHIM_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gave no answer within 1 s"), "{out:?}");
+}

@@ -20,6 +20,27 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 /// The protocol version this harness speaks (`ports/SHIM.md`).
 pub const PROTOCOL: u32 = 1;
 
+/// How long the harness waits for one answer before it calls the shim hung (a fault, never a hang):
+/// `$NGINX_KETAMA_SHIM_TIMEOUT` seconds, default 60.
+pub fn answer_timeout() -> std::time::Duration {
+    let secs = std::env::var("NGINX_KETAMA_SHIM_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    std::time::Duration::from_secs(secs)
+}
+
+/// Whether `pipe` has something to read (or its end) within `timeout`.
+fn readable_within(pipe: &BufReader<ChildStdout>, timeout: std::time::Duration) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd { fd: pipe.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    loop {
+        // SAFETY: poll on one descriptor we own, with a valid pollfd.
+        let r = unsafe { libc::poll(&mut fd, 1, ms) };
+        if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return r > 0;
+        }
+    }
+}
+
 /// A running shim.
 #[derive(Debug)]
 pub struct Shim {
@@ -76,6 +97,10 @@ impl Shim {
         text.push(b'\n');
         self.stdin.write_all(&text).and_then(|()| self.stdin.flush()).with_context(|| self.gone())?;
         self.line.clear();
+        let timeout = answer_timeout();
+        if self.stdout.buffer().is_empty() && !readable_within(&self.stdout, timeout) {
+            bail!("the shim {:?} gave no answer within {} s", self.command, timeout.as_secs());
+        }
         if self.stdout.read_line(&mut self.line).with_context(|| self.gone())? == 0 {
             bail!("{}", self.gone());
         }
@@ -91,10 +116,18 @@ impl Shim {
         Ok(answer)
     }
 
+    /// Why the shim stopped answering. A shim whose output ended is normally exiting: wait (up to 5 s) for
+    /// its exit status, so the message does not depend on who is faster.
     fn gone(&mut self) -> String {
-        match self.child.try_wait() {
-            Ok(Some(status)) => format!("the shim {:?} exited ({status})", self.command),
-            _ => format!("the shim {:?} stopped answering", self.command),
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return format!("the shim {:?} exited ({status})", self.command),
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                _ => return format!("the shim {:?} stopped answering and is still running", self.command),
+            }
         }
     }
 
