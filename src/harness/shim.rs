@@ -7,7 +7,7 @@
 //! answers each message with one line. An `error` answer, a malformed line or a dead shim is a harness fault,
 //! never a pass; `unsupported` (with its reason) is reported apart, as rustls's BoGo shim does.
 
-use super::golden::{Outcome, PeerRecord, peers_of};
+use super::golden::{Outcome, PeerRecord, peers_of, upstream_of_peers};
 use super::parity::{Model, RUN_CLOCK};
 use super::topology::{Topology, UPSTREAM};
 use crate::upstream::Method;
@@ -417,25 +417,9 @@ fn upstream_of(msg: &Value) -> Result<(crate::Upstream, Vec<String>, u64)> {
     };
     let version: NginxVersion =
         msg.get("version").and_then(Value::as_str).context("no version")?.parse().context("version")?;
-    let name = msg.get("name").and_then(Value::as_str).unwrap_or(UPSTREAM);
     let now = msg.get("now").and_then(Value::as_u64).unwrap_or(RUN_CLOCK);
-    let mut b = crate::Upstream::builder(method).name(name).version(version);
-    let mut refuses = Vec::new();
-    for p in msg.get("peers").and_then(Value::as_array).context("no peers")? {
-        let text = |k: &str| p.get(k).and_then(Value::as_str).with_context(|| format!("a peer without {k}"));
-        let num = |k: &str, d: u64| p.get(k).and_then(Value::as_u64).unwrap_or(d);
-        let flag = |k: &str| p.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let address = text("address")?;
-        let peer = crate::Peer::new(crate::Server::new(text("server")?))
-            .with_name(address)
-            .with_weight(u32::try_from(num("weight", 1)).context("weight")?)
-            .with_down(flag("down"))
-            .with_max_fails(u32::try_from(num("maxFails", 1)).context("maxFails")?)
-            .with_fail_timeout(num("failTimeout", 10));
-        if flag("refuses") {
-            refuses.push(address.to_string());
-        }
-        b = if flag("backup") { b.backup(peer) } else { b.peer(peer) };
-    }
-    Ok((b.build()?, refuses, now))
+    let peers: Vec<PeerRecord> =
+        serde_json::from_value(msg.get("peers").context("no peers")?.clone()).context("peers")?;
+    let refuses = peers.iter().filter(|p| p.refuses).map(|p| p.address.clone()).collect();
+    Ok((upstream_of_peers(method, version, &peers)?, refuses, now))
 }

@@ -108,6 +108,25 @@ pub struct PeerRecord {
     pub refuses: bool,
 }
 
+/// The library's upstream for `peers` (in list order) with `method` and the rules of `version`.
+///
+/// # Errors
+///
+/// An upstream the library rejects.
+pub fn upstream_of_peers(method: Method, version: NginxVersion, peers: &[PeerRecord]) -> Result<crate::Upstream> {
+    let mut b = crate::Upstream::builder(method).name(super::super::topology::UPSTREAM).version(version);
+    for p in peers {
+        let peer = crate::Peer::new(crate::Server::new(p.server.clone()))
+            .with_name(p.address.clone())
+            .with_weight(p.weight)
+            .with_down(p.down)
+            .with_max_fails(p.max_fails)
+            .with_fail_timeout(p.fail_timeout);
+        b = if p.backup { b.backup(peer) } else { b.peer(peer) };
+    }
+    Ok(b.build()?)
+}
+
 /// Lowercase hex.
 pub fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

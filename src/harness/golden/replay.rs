@@ -2,12 +2,10 @@
 //! deliberately broken model in tests.
 
 use super::super::parity::{Model, expect_with};
-use super::super::topology::UPSTREAM;
-use super::records::{Record, Run};
+use super::records::{Record, Run, upstream_of_peers};
 use super::snapshots::show;
 use super::vocab::{Flag, Observation};
-use crate::server::Server;
-use crate::upstream::{Peer, Upstream};
+use crate::upstream::Upstream;
 use crate::version::NginxVersion;
 use crate::worker::Worker;
 use anyhow::Result;
@@ -92,18 +90,8 @@ impl LibraryReplayer {
     ///
     /// An upstream the library rejects.
     pub fn new(record: &Record, run: &Run) -> Result<LibraryReplayer> {
-        let mut b = Upstream::builder(record.method).name(UPSTREAM).version(run.nginx);
-        for p in &run.peers {
-            let peer = Peer::new(Server::new(p.server.clone()))
-                .with_name(p.address.clone())
-                .with_weight(p.weight)
-                .with_down(p.down)
-                .with_max_fails(p.max_fails)
-                .with_fail_timeout(p.fail_timeout);
-            b = if p.backup { b.backup(peer) } else { b.peer(peer) };
-        }
         let refusing = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.clone()).collect();
-        Ok(LibraryReplayer { upstream: b.build()?, refusing })
+        Ok(LibraryReplayer { upstream: upstream_of_peers(record.method, run.nginx, &run.peers)?, refusing })
     }
 }
 
