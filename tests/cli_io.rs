@@ -22,6 +22,16 @@ fn write_conf(name: &str, upstream: &str) -> PathBuf {
     path
 }
 
+/// `route --config conf` with piped stdin and stdout.
+fn spawn_route(conf: &std::path::Path) -> std::process::Child {
+    Command::new(CLI)
+        .args(["route", "--config", conf.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
 const THREE: &str = "upstream a { hash $arg_k consistent; server 127.0.0.1:9001; server 127.0.0.1:9002; \
                      server 127.0.0.1:9003; }";
 
@@ -29,12 +39,7 @@ const THREE: &str = "upstream a { hash $arg_k consistent; server 127.0.0.1:9001;
 #[test]
 fn route_answers_each_key_as_it_arrives() {
     let conf = write_conf("three.conf", THREE);
-    let mut child = Command::new(CLI)
-        .args(["route", "--config", conf.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_route(&conf);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     for key in ["k0", "k1", "k2"] {
@@ -109,12 +114,7 @@ fn a_closed_stdout_is_an_error() {
 fn route_memory_does_not_grow_with_the_input() {
     let conf = write_conf("stream.conf", THREE);
     let peak = |n: usize| -> u64 {
-        let mut child = Command::new(CLI)
-            .args(["route", "--config", conf.to_str().unwrap()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_route(&conf);
         let mut stdin = child.stdin.take().unwrap();
         let feeder = std::thread::spawn(move || stdin.write_all(&keys(n)).unwrap());
         let mut out = child.stdout.take().unwrap();
