@@ -4,10 +4,10 @@
 //! by one, and every attempt follows the step that chose its peer).
 
 use nginx_ketama::analysis::explain::{Landing, attempts_of, explain};
-use nginx_ketama::harness::golden::{Record, Run, load_records, records_dir, upstream_of_peers};
-use nginx_ketama::harness::parity::RUN_CLOCK;
 use nginx_ketama::worker::{Step, Verdict};
 use nginx_ketama::{Method, Status, Upstream, Worker};
+use nginx_ketama_harness::golden::{Record, Run, load_records, records_dir, upstream_of_peers};
+use nginx_ketama_harness::parity::RUN_CLOCK;
 use std::collections::BTreeSet;
 
 /// Structural checks of one explanation.

@@ -6,7 +6,7 @@
 //!   string), and sorts them with an unstable sort. Its answer is a function of the key's CRC32 too, so the
 //!   agreement is exact over 2³² ([`PingoraRing`] models it, and the tests prove the model equal to the
 //!   crate on every arc).
-//! * **libketama** and **MD5 virtual nodes** ([`crate::md5_variants`]) hash the key with MD5: the
+//! * **libketama** and **MD5 virtual nodes** (`md5_variants`, feature `md5`) hash the key with MD5: the
 //!   agreement is measured on a sample of random keys, with a 95% Wilson interval, next to the figure
 //!   expected if the two hashes were independent (`Σ nginx share × other share`, both exact).
 //!
@@ -15,6 +15,7 @@
 
 use super::picks::{HASH_SPACE, Pick, PickMap};
 use super::share::Unit;
+#[cfg(feature = "md5")]
 use crate::md5_variants::{LibketamaRing, Md5VnodeRing};
 use crate::server::Server;
 use crate::upstream::Upstream;
@@ -28,9 +29,11 @@ use std::net::SocketAddr;
 pub enum Against {
     /// pingora-ketama 0.9.1 (`Continuum`, default `Version::V1`).
     PingoraKetama,
-    /// libketama's MD5 ring ([`LibketamaRing`]).
+    /// libketama's MD5 ring (`md5_variants::LibketamaRing`, feature `md5`).
+    #[cfg(feature = "md5")]
     Libketama,
-    /// "MD5 of `server:i`, 160 virtual nodes" ([`Md5VnodeRing`]).
+    /// "MD5 of `server:i`, 160 virtual nodes" (`md5_variants::Md5VnodeRing`, feature `md5`).
+    #[cfg(feature = "md5")]
     Md5Vnodes,
 }
 
@@ -38,7 +41,9 @@ impl std::fmt::Display for Against {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Against::PingoraKetama => "pingora-ketama",
+            #[cfg(feature = "md5")]
             Against::Libketama => "libketama",
+            #[cfg(feature = "md5")]
             Against::Md5Vnodes => "md5-vnodes",
         })
     }
@@ -256,6 +261,7 @@ pub fn sample_keys(seed: u64, count: u64) -> impl Iterator<Item = Vec<u8>> {
 /// The other side, per key.
 enum Other {
     Pingora(PickMap),
+    #[cfg(feature = "md5")]
     Md5 {
         ring: Md5Ring,
         /// nginx map index of each of the ring's servers, in the ring's order.
@@ -265,6 +271,7 @@ enum Other {
     },
 }
 
+#[cfg(feature = "md5")]
 enum Md5Ring {
     Libketama(LibketamaRing),
     Vnodes(Md5VnodeRing),
@@ -272,9 +279,15 @@ enum Md5Ring {
 
 impl Other {
     fn new(up: &Upstream, map: &PickMap, against: Against) -> Result<Other, CompareError> {
-        if against == Against::PingoraKetama {
-            return Ok(Other::Pingora(PingoraRing::of(up)?.pick_map(up, map)));
+        match against {
+            Against::PingoraKetama => Ok(Other::Pingora(PingoraRing::of(up)?.pick_map(up, map))),
+            #[cfg(feature = "md5")]
+            Against::Libketama | Against::Md5Vnodes => Other::md5(up, map, against),
         }
+    }
+
+    #[cfg(feature = "md5")]
+    fn md5(up: &Upstream, map: &PickMap, against: Against) -> Result<Other, CompareError> {
         // One entry per server string that has a live peer, with its heaviest peer's weight (nginx's ring
         // gives a string the points of its heaviest line too).
         let mut servers: Vec<(Server, u32)> = Vec::new();
@@ -301,6 +314,7 @@ impl Other {
     fn pick_key(&self, key: &[u8]) -> Pick {
         match self {
             Other::Pingora(map) => map.pick_key(key),
+            #[cfg(feature = "md5")]
             Other::Md5 { ring, by_server, .. } => {
                 let owner = match ring {
                     Md5Ring::Libketama(r) => r.owner(key),
@@ -311,26 +325,23 @@ impl Other {
         }
     }
 
-    fn space(&self) -> (&[Server], Vec<u64>) {
-        match self {
-            Other::Md5 { ring: Md5Ring::Libketama(r), .. } => r.space(),
-            Other::Md5 { ring: Md5Ring::Vnodes(r), .. } => r.space(),
-            Other::Pingora(_) => (&[], Vec::new()),
-        }
+    /// `Σ p_s q_s` for MD5 rings.
+    #[cfg(feature = "md5")]
+    fn expected(&self, map: &PickMap) -> Option<f64> {
+        let Other::Md5 { ring, index, .. } = self else { return None };
+        let (_, other) = match ring {
+            Md5Ring::Libketama(r) => r.space(),
+            Md5Ring::Vnodes(r) => r.space(),
+        };
+        let nginx = super::share::Share::of(map);
+        let share = |n: u64| n as f64 / HASH_SPACE as f64;
+        Some(index.iter().zip(&other).map(|(&s, &q)| share(nginx.servers[s].count) * share(q)).sum())
     }
 
-    /// `Σ p_s q_s` for MD5 rings.
-    fn expected(&self, map: &PickMap) -> Option<f64> {
-        let Other::Md5 { index, .. } = self else { return None };
-        let (_, other) = self.space();
-        let nginx = super::share::Share::of(map);
-        Some(
-            index
-                .iter()
-                .zip(&other)
-                .map(|(&s, &q)| nginx.servers[s].count as f64 / HASH_SPACE as f64 * (q as f64 / HASH_SPACE as f64))
-                .sum(),
-        )
+    /// No MD5 rings without the `md5` feature.
+    #[cfg(not(feature = "md5"))]
+    fn expected(&self, _map: &PickMap) -> Option<f64> {
+        None
     }
 }
 
@@ -610,6 +621,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "md5")]
     fn md5_samples_agree_about_as_independence_predicts() {
         let u = crate::Upstream::builder(HashMethod::Consistent)
             .peers((1..=4).map(|i| Peer::new(format!("10.0.0.{i}:11211"))))
