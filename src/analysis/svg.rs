@@ -6,7 +6,7 @@
 //! rings) the circle is cut into [`BINS`] equal bins and each bin takes the colour of whoever answers most
 //! of it, which the caption says.
 
-use super::picks::{HASH_SPACE, Pick, PickMap};
+use super::picks::{HASH_SPACE, Pick, PickMap, ServerHealth};
 use crate::server::Server;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -43,6 +43,18 @@ pub enum Layout {
 /// The arcs to draw for segments `(start, len, who)` covering the whole space: the segments themselves, or
 /// bins coloured by their largest part.
 pub fn layout<T: Copy + Eq>(segments: &[(u64, u64, T)]) -> (Layout, Vec<Drawn<T>>) {
+    // The largest part; on a tie the one that comes first in the bin.
+    layout_by(segments, |parts| parts.iter().fold(parts[0], |best, &p| if p.1 > best.1 { p } else { best }).0)
+}
+
+/// The arcs of moved (`true`) and kept segments: the segments, or bins shown as moved when anything in
+/// them moves (a majority would hide the many small arcs a removed server leaves).
+pub fn layout_moved(segments: &[(u64, u64, bool)]) -> (Layout, Vec<Drawn<bool>>) {
+    layout_by(segments, |parts| parts.iter().any(|p| p.0))
+}
+
+/// [`layout`] with the rule that colours a bin from its parts `(who, length)`, in order of appearance.
+fn layout_by<T: Copy + Eq>(segments: &[(u64, u64, T)], rule: impl Fn(&[(T, u64)]) -> T) -> (Layout, Vec<Drawn<T>>) {
     if segments.len() <= MAX_ARCS {
         let drawn = segments.iter().map(|&(start, len, who)| Drawn { start, end: start + len, who }).collect();
         return (Layout::Exact, merge(drawn));
@@ -64,8 +76,7 @@ pub fn layout<T: Copy + Eq>(segments: &[(u64, u64, T)]) -> (Layout, Vec<Drawn<T>
                 None => parts.push((who, n)),
             }
         }
-        // The largest part; on a tie the one that comes first in the bin.
-        let who = parts.iter().fold(parts[0], |best, &p| if p.1 > best.1 { p } else { best }).0;
+        let who = rule(&parts);
         drawn.push(Drawn { start: lo, end: hi, who });
     }
     (Layout::Binned, merge(drawn))
@@ -115,7 +126,7 @@ fn escape(s: &str) -> String {
     out
 }
 
-const SIZE: f64 = 640.0;
+const SIZE: f64 = 700.0;
 const CENTER: f64 = SIZE / 2.0;
 
 /// A point at hash position `h` (0 at the top, clockwise) and radius `r`.
@@ -149,11 +160,23 @@ fn ticks(out: &mut String, radius: f64) {
         let h = k * HASH_SPACE / 8;
         let (x0, y0) = at(h, radius + 2.0);
         let (x1, y1) = at(h, radius + 10.0);
-        let (tx, ty) = at(h, radius + 24.0);
+        let (tx, ty) = at(h, radius + 14.0);
+        // Labels sit outside the ring: left of it on the left half, right of it on the right half.
+        let anchor = match k {
+            0 | 4 => "middle",
+            1..=3 => "start",
+            _ => "end",
+        };
+        let dy = match k {
+            0 => -6.0,
+            4 => 6.0,
+            _ => 0.0,
+        };
         let _ = writeln!(out, r##"<line x1="{x0:.2}" y1="{y0:.2}" x2="{x1:.2}" y2="{y1:.2}" stroke="#555"/>"##);
         let _ = writeln!(
             out,
-            r##"<text x="{tx:.2}" y="{ty:.2}" font-size="11" text-anchor="middle" dominant-baseline="middle" fill="#555">{h:08x}</text>"##
+            r##"<text x="{tx:.2}" y="{:.2}" font-size="11" text-anchor="{anchor}" dominant-baseline="middle" fill="#555">{h:08x}</text>"##,
+            ty + dy
         );
     }
 }
@@ -162,7 +185,7 @@ fn header(out: &mut String, height: f64, title: &str, subtitle: &str) {
     let _ = writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" viewBox="0 0 {w} {height}" font-family="DejaVu Sans, Arial, sans-serif">"#,
-        w = SIZE + 360.0
+        w = SIZE + 400.0
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ =
@@ -201,6 +224,7 @@ fn server_rows(
     servers: &[Server],
     counts: &[u64],
     round_robin: u64,
+    rest_share: bool,
     label: impl Fn(usize) -> String,
 ) -> Vec<(String, String)> {
     let mut order: Vec<usize> = (0..servers.len()).collect();
@@ -208,7 +232,15 @@ fn server_rows(
     let mut rows: Vec<(String, String)> = order.iter().take(LEGEND).map(|&i| (colour(i), label(i))).collect();
     if order.len() > LEGEND {
         let rest: u64 = order[LEGEND..].iter().map(|&i| counts[i]).sum();
-        rows.push(("#ffffff".into(), format!("… {} more servers: {}", order.len() - LEGEND, percent(rest))));
+        let more = order.len() - LEGEND;
+        rows.push((
+            "#ffffff".into(),
+            if rest_share {
+                format!("… {more} more servers: {}", percent(rest))
+            } else {
+                format!("… {more} more servers")
+            },
+        ));
     }
     if round_robin > 0 {
         rows.push((ROUND_ROBIN_COLOUR.into(), format!("round-robin: {}", percent(round_robin))));
@@ -235,7 +267,7 @@ fn fill_of(who: Option<usize>) -> String {
 fn caption(layout: Layout) -> &'static str {
     match layout {
         Layout::Exact => "every arc drawn exactly",
-        Layout::Binned => "drawn in 3,600 bins of 0.1°, each in the colour of its largest part",
+        Layout::Binned => "in 3,600 bins of 0.1°: the colour of the largest part",
     }
 }
 
@@ -258,14 +290,15 @@ pub fn share_svg(map: &PickMap, title: &str) -> String {
     let (layout, drawn) = layout(&segments);
     let share = super::share::Share::of(map);
     let counts: Vec<u64> = share.servers.iter().map(|s| s.count).collect();
-    let rows = server_rows(map.servers(), &counts, share.round_robin, |i| {
-        format!(
-            "{}: {} ({} points, {} arcs)",
-            map.servers()[i],
-            percent(counts[i]),
-            share.servers[i].points,
-            share.servers[i].arcs
-        )
+    let rows = server_rows(map.servers(), &counts, share.round_robin, true, |i| {
+        let s = &share.servers[i];
+        let health = match s.health {
+            ServerHealth::Up => "",
+            ServerHealth::Partial => ", partly failing",
+            ServerHealth::Down => ", down",
+            ServerHealth::Failing => ", failing",
+        };
+        format!("{}: {} ({} points, {} arcs{health})", s.server, percent(s.count), s.points, s.arcs)
     });
     let height = (SIZE).max(110.0 + 20.0 * rows.len() as f64);
     let mut out = String::new();
@@ -303,20 +336,25 @@ pub fn diff_svg(from: &PickMap, to: &PickMap, title: &str) -> String {
             (u64::from(o.start), o.len, a != b)
         })
         .collect();
-    let (l3, moves) = layout(&moved);
+    let (l3, moves) = layout_moved(&moved);
     let binned = [l1, l2, l3].contains(&Layout::Binned);
-    let counts: Vec<u64> = diff.changes.iter().map(|c| c.before.max(c.after)).collect();
+    // The legend lists the servers that change most first.
+    let counts: Vec<u64> = diff.changes.iter().map(|c| c.gained + c.lost).collect();
     let mut rows = vec![(MOVED_COLOUR.to_string(), format!("moved: {}", percent(diff.moved)))];
-    rows.extend(server_rows(&diff.servers, &counts, diff.round_robin.0.max(diff.round_robin.1), |i| {
+    rows.extend(server_rows(&diff.servers, &counts, diff.round_robin.0.max(diff.round_robin.1), false, |i| {
         let c = &diff.changes[i];
         format!("{}: {} → {}", c.server, percent(c.before), percent(c.after))
     }));
     let height = (SIZE).max(110.0 + 20.0 * rows.len() as f64);
     let mut out = String::new();
-    let subtitle = format!(
-        "outer: before · middle: after · inner: moved\n{}",
-        caption(if binned { Layout::Binned } else { Layout::Exact })
-    );
+    let subtitle = if binned {
+        format!(
+            "outer: before · middle: after · inner: moved\n{};\non the inner ring a bin is red if any of it moves",
+            caption(Layout::Binned)
+        )
+    } else {
+        format!("outer: before · middle: after · inner: moved\n{}", caption(Layout::Exact))
+    };
     header(&mut out, height, title, &subtitle);
     for d in &before {
         sector(&mut out, d.start, d.end, 232.0, 276.0, &fill_of(d.who));
