@@ -249,7 +249,7 @@ pub fn forge_keys(
         Target::Edges { .. } => {
             let mut ends: Vec<u32> = Vec::new();
             for &(start, len) in &ranges {
-                for c in [start, (u64::from(start) + len - 1) as u32] {
+                for c in [start, start.wrapping_add((len - 1) as u32)] {
                     if !ends.contains(&c) {
                         ends.push(c);
                     }
@@ -285,11 +285,22 @@ pub fn forge_keys(
         .collect()
 }
 
-/// The CRC32 ranges `(start, len)` the target covers within server `s`'s part of the map.
+/// The CRC32 ranges `(start, len)` the target covers within server `s`'s part of the map; a range may
+/// wrap past `u32::MAX` to 0 (the arc across 0 is one arc, with one start and one end).
 fn target_ranges(up: &Upstream, map: &PickMap, s: usize, target: Target) -> Result<Vec<(u32, u64)>, ForgeError> {
     let point = match target {
         Target::Anywhere | Target::Edges { point: None } => {
-            return Ok(map.segments().filter(|g| g.pick == Pick::Server(s)).map(|g| (g.start, g.len)).collect());
+            let mut ranges: Vec<(u32, u64)> =
+                map.segments().filter(|g| g.pick == Pick::Server(s)).map(|g| (g.start, g.len)).collect();
+            // The last segment continues into the first when both are the server's (and they are two).
+            if ranges.len() > 1 {
+                let (first, last) = (ranges[0], ranges[ranges.len() - 1]);
+                if first.0 == 0 && u64::from(last.0) + last.1 == 1 << 32 {
+                    ranges[0] = (last.0, last.1 + first.1);
+                    ranges.pop();
+                }
+            }
+            return Ok(ranges);
         }
         Target::Arc { point } | Target::Edges { point: Some(point) } => point,
     };
@@ -302,15 +313,7 @@ fn target_ranges(up: &Upstream, map: &PickMap, s: usize, target: Target) -> Resu
     }
     let arc = Arc::of_point(ring, point);
     match map.pick(arc.end) {
-        Pick::Server(x) if x == s => {
-            // An arc that wraps past u32::MAX is two ranges.
-            let to_top = (1u64 << 32) - u64::from(arc.start);
-            Ok(if arc.len > to_top {
-                vec![(arc.start, to_top), (0, arc.len - to_top)]
-            } else {
-                vec![(arc.start, arc.len)]
-            })
-        }
+        Pick::Server(x) if x == s => Ok(vec![(arc.start, arc.len)]),
         other => Err(ForgeError::NotOnServer {
             point,
             server: map.servers()[s].clone(),
@@ -346,7 +349,7 @@ fn spread(ranges: &[(u32, u64)], total: u64, count: usize) -> Vec<u32> {
         }
         let r = ends.partition_point(|&e| e <= offset);
         let before = if r == 0 { 0 } else { ends[r - 1] };
-        out.push((u64::from(ranges[r].0) + offset - before) as u32);
+        out.push(ranges[r].0.wrapping_add((offset - before) as u32));
     }
     out
 }
@@ -428,10 +431,27 @@ mod tests {
 
     #[test]
     fn spread_is_distinct_and_in_range() {
-        let ranges = [(10u32, 3u64), (u32::MAX - 1, 2)];
-        let got = spread(&ranges, 5, 10);
+        let ranges = [(10u32, 3u64), (u32::MAX - 1, 4)];
+        let got = spread(&ranges, 7, 10);
         let mut sorted = got.clone();
         sorted.sort_unstable();
-        assert_eq!(sorted, [10, 11, 12, u32::MAX - 1, u32::MAX]);
+        assert_eq!(sorted, [0, 1, 10, 11, 12, u32::MAX - 1, u32::MAX]);
+    }
+
+    /// Point 0's arc wraps past u32::MAX: its edges are its first and last value, nothing at the wrap.
+    #[test]
+    fn the_arc_across_zero_has_two_edges() {
+        let up = five(Method::Consistent);
+        let ring = up.ring().unwrap();
+        let owner = ring.point(0).server.clone();
+        let arc = Arc::of_point(ring, 0);
+        assert!(arc.start > arc.end, "point 0's arc wraps");
+        let keys = forge_keys(&up, |_| false, &owner, 10, b"", Target::Edges { point: Some(0) }).unwrap();
+        assert_eq!(keys.iter().map(|k| k.crc32).collect::<Vec<_>>(), [arc.start, arc.end]);
+        let all = forge_keys(&up, |_| false, &owner, 10_000, b"", Target::Edges { point: None }).unwrap();
+        assert!(all.iter().all(|k| k.crc32 != 0 && k.crc32 != u32::MAX), "no edge at the wrap");
+        let share = crate::analysis::Share::of(&PickMap::new(&up));
+        let arcs = share.servers.iter().find(|s| s.server == owner).unwrap().arcs;
+        assert_eq!(all.len(), 2 * arcs);
     }
 }
