@@ -298,7 +298,7 @@ fn plain_share_follows_the_version_rules() {
 }
 
 /// Every one of the 2³² CRC32 values, counted one by one (`cargo test --release --test analysis --
-/// --ignored`, about a minute per ring here): the count of values landing on each point, summed by the
+/// --ignored`, 31 s here): the count of values landing on each point, summed by the
 /// worker's answer for that point, is the share.
 #[test]
 #[ignore = "scans all 2^32 CRC32 values; run by hand in release mode"]

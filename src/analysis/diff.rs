@@ -108,7 +108,8 @@ impl Diff {
     }
 }
 
-/// Sums moved shares, in a dense matrix when the servers are few enough and in a map otherwise.
+/// Sums moved shares: in a dense matrix when it has no more cells than the maps have segments (so that
+/// clearing and reading it stays linear in the ring's size), in a hash map otherwise.
 struct Accumulator {
     servers: Vec<Server>,
     /// Union index of each server of the first and of the second map.
@@ -120,9 +121,6 @@ struct Accumulator {
     dense: Vec<u64>,
     sparse: HashMap<(usize, usize), u64>,
 }
-
-/// Largest dense matrix, in cells (8 MiB).
-const DENSE_CELLS: usize = 1 << 20;
 
 impl Accumulator {
     fn new(from: &PickMap, to: &PickMap) -> Accumulator {
@@ -138,7 +136,8 @@ impl Accumulator {
             to_index.push(i);
         }
         let k = servers.len() + 1;
-        let dense = if k * k <= DENSE_CELLS { vec![0; k * k] } else { Vec::new() };
+        let segments = from.segments().len() + to.segments().len();
+        let dense = if k * k <= segments { vec![0; k * k] } else { Vec::new() };
         Accumulator {
             before: vec![0; k],
             after: vec![0; k],
@@ -244,6 +243,7 @@ mod tests {
         let (ma, mb) = (PickMap::new(&a), PickMap::new(&b));
         let dense = Diff::of(&ma, &mb);
         let mut acc = Accumulator::new(&ma, &mb);
+        assert!(!acc.dense.is_empty(), "few servers: Diff::of used the dense matrix");
         acc.dense.clear();
         for o in ma.merge(&mb) {
             acc.add(o.a, o.b, o.len);

@@ -135,22 +135,51 @@ fn at(h: u64, r: f64) -> (f64, f64) {
     (CENTER + r * a.sin(), CENTER - r * a.cos())
 }
 
-/// An annulus sector `[start, end)` between radii `inner` and `outer`, split so that no SVG arc spans
-/// more than half the circle.
-fn sector(out: &mut String, start: u64, end: u64, inner: f64, outer: f64, fill: &str) {
-    let half = HASH_SPACE / 2;
-    let mut s = start;
-    while s < end {
-        let e = end.min(s + half);
-        let (x0, y0) = at(s, outer);
-        let (x1, y1) = at(e, outer);
-        let (x2, y2) = at(e, inner);
-        let (x3, y3) = at(s, inner);
-        let _ = writeln!(
-            out,
-            r#"<path d="M{x0:.2},{y0:.2}A{outer},{outer} 0 0 1 {x1:.2},{y1:.2}L{x2:.2},{y2:.2}A{inner},{inner} 0 0 0 {x3:.2},{y3:.2}Z" fill="{fill}" stroke="{fill}" stroke-width="0.3"/>"#
-        );
-        s = e;
+/// One ring of annulus sectors between two radii, gathered by colour: one `<path>` per colour, each sector
+/// a subpath (the ring is drawn by [`Ring::finish`]).
+struct Ring {
+    inner: f64,
+    outer: f64,
+    /// `(colour, path data)` in order of first use.
+    paths: Vec<(String, String)>,
+}
+
+impl Ring {
+    fn new(inner: f64, outer: f64) -> Ring {
+        Ring { inner, outer, paths: Vec::new() }
+    }
+
+    /// The sector `[start, end)`, split so that no SVG arc spans more than half the circle.
+    fn sector(&mut self, start: u64, end: u64, fill: &str) {
+        let d = match self.paths.iter_mut().find(|(c, _)| c == fill) {
+            Some((_, d)) => d,
+            None => {
+                self.paths.push((fill.to_string(), String::new()));
+                &mut self.paths.last_mut().expect("just pushed").1
+            }
+        };
+        let (inner, outer) = (self.inner, self.outer);
+        let half = HASH_SPACE / 2;
+        let mut s = start;
+        while s < end {
+            let e = end.min(s + half);
+            let (x0, y0) = at(s, outer);
+            let (x1, y1) = at(e, outer);
+            let (x2, y2) = at(e, inner);
+            let (x3, y3) = at(s, inner);
+            let _ = write!(
+                d,
+                "M{x0:.1},{y0:.1}A{outer},{outer} 0 0 1 {x1:.1},{y1:.1}L{x2:.1},{y2:.1}A{inner},{inner} 0 0 0 {x3:.1},{y3:.1}Z"
+            );
+            s = e;
+        }
+    }
+
+    /// The paths; a thin stroke in the fill colour closes the seams between neighbouring sectors.
+    fn finish(self, out: &mut String) {
+        for (fill, d) in self.paths {
+            let _ = writeln!(out, r#"<path d="{d}" fill="{fill}" stroke="{fill}" stroke-width="0.3"/>"#);
+        }
     }
 }
 
@@ -304,9 +333,11 @@ pub fn share_svg(map: &PickMap, title: &str) -> String {
     let mut out = String::new();
     let subtitle = format!("{} arcs, {}\n0 at the top, CRC32 growing clockwise", segments.len(), caption(layout));
     header(&mut out, height, title, &subtitle);
+    let mut ring = Ring::new(200.0, 270.0);
     for d in &drawn {
-        sector(&mut out, d.start, d.end, 200.0, 270.0, &fill_of(d.who));
+        ring.sector(d.start, d.end, &fill_of(d.who));
     }
+    ring.finish(&mut out);
     ticks(&mut out, 270.0);
     legend(&mut out, 100.0, &rows);
     out.push_str("</svg>\n");
@@ -356,15 +387,20 @@ pub fn diff_svg(from: &PickMap, to: &PickMap, title: &str) -> String {
         format!("outer: before · middle: after · inner: moved\n{}", caption(Layout::Exact))
     };
     header(&mut out, height, title, &subtitle);
-    for d in &before {
-        sector(&mut out, d.start, d.end, 232.0, 276.0, &fill_of(d.who));
+    for (drawn, inner, outer) in [(&before, 232.0, 276.0), (&after, 184.0, 228.0)] {
+        let mut ring = Ring::new(inner, outer);
+        for d in drawn {
+            ring.sector(d.start, d.end, &fill_of(d.who));
+        }
+        ring.finish(&mut out);
     }
-    for d in &after {
-        sector(&mut out, d.start, d.end, 184.0, 228.0, &fill_of(d.who));
+    // The inner ring: kept as a background, moved arcs on top.
+    let mut ring = Ring::new(150.0, 180.0);
+    ring.sector(0, HASH_SPACE, KEPT_COLOUR);
+    for d in moves.iter().filter(|d| d.who) {
+        ring.sector(d.start, d.end, MOVED_COLOUR);
     }
-    for d in &moves {
-        sector(&mut out, d.start, d.end, 150.0, 180.0, if d.who { MOVED_COLOUR } else { KEPT_COLOUR });
-    }
+    ring.finish(&mut out);
     ticks(&mut out, 276.0);
     let _ = writeln!(
         out,

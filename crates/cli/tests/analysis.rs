@@ -269,3 +269,27 @@ fn svg_pictures_render() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The README's pictures (`docs/images/`) are what the commands draw today. To redraw them, from
+/// `crates/cli/tests/data/readme/`: `nginx-ketama share --config nginx.conf --svg ../../../../../docs/images/share.svg`
+/// and `nginx-ketama diff --from nginx.conf --to grow.conf --svg ../../../../../docs/images/diff.svg`.
+#[test]
+fn readme_pictures_are_current() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/readme");
+    let images = nginx_ketama_harness::repo_root().join("docs/images");
+    let dir = std::env::temp_dir().join(format!("nginx-ketama-pictures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let runs: [(&str, Vec<&str>); 2] = [
+        ("share.svg", vec!["share", "--config", "nginx.conf"]),
+        ("diff.svg", vec!["diff", "--from", "nginx.conf", "--to", "grow.conf"]),
+    ];
+    for (name, args) in runs {
+        let fresh = dir.join(name);
+        let out = Command::new(CLI).args(&args).arg("--svg").arg(&fresh).current_dir(&data).output().unwrap();
+        ok(&out);
+        let want = std::fs::read_to_string(images.join(name)).unwrap();
+        let got = std::fs::read_to_string(&fresh).unwrap();
+        assert!(got == want, "docs/images/{name} is stale: redraw it (see this test's comment)");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
