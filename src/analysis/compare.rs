@@ -217,8 +217,12 @@ impl Comparison {
 /// # Example
 ///
 /// ```
-/// let (lo, hi) = nginx_ketama::analysis::compare::wilson(50, 100);
+/// use nginx_ketama::analysis::compare::wilson;
+///
+/// let (lo, hi) = wilson(50, 100);
 /// assert!((lo - 0.4038).abs() < 1e-4 && (hi - 0.5962).abs() < 1e-4);
+/// assert_eq!(wilson(0, 10).0, 0.0);
+/// assert_eq!(wilson(10, 10).1, 1.0);
 /// ```
 pub fn wilson(k: u64, n: u64) -> (f64, f64) {
     wilson_z(k, n, 1.959_963_984_540_054)
@@ -235,7 +239,10 @@ pub fn wilson_z(k: u64, n: u64, z: f64) -> (f64, f64) {
     let denom = 1.0 + z2 / n;
     let center = (p + z2 / (2.0 * n)) / denom;
     let half = z / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    ((center - half).max(0.0), (center + half).min(1.0))
+    // At k = 0 (k = n) the bound is exactly 0 (1); rounding would leave it a hair off.
+    let lo = if k == 0.0 { 0.0 } else { (center - half).max(0.0) };
+    let hi = if k == n { 1.0 } else { (center + half).min(1.0) };
+    (lo, hi)
 }
 
 /// Key number `i` of the sample drawn from `seed`, written into `key`: `k-` and 16 hex digits of a

@@ -1,6 +1,8 @@
 //! The analysis against real nginx: 200,000 random keys routed by nginx, each server's observed fraction of
-//! answers within the binomial interval of `share`'s exact figure, and the keys that move between two nginx
-//! runs (before and after a configuration change) within the intervals of `diff`'s matrix.
+//! answers within the binomial interval of `share`'s exact figure (a consistent upstream before and after a
+//! change, and a plain one with a refusing server, where the rehash is exact for the keys' length), and the
+//! keys that move between the two consistent runs within the intervals of `diff`'s matrix. Key by key, the
+//! maps' answers are nginx's.
 //!
 //! The intervals are Wilson score intervals at z = 4.5 (two-sided, about 7·10⁻⁶ per figure), so with a few
 //! dozen figures per run a correct model fails about once in 5,000 runs; the keys are fixed (a seeded
@@ -83,20 +85,30 @@ fn share_and_diff_match_what_nginx_does_with_200000_keys() -> Result<()> {
     let mut after_lines = lines(9, &[]);
     after_lines.remove(3);
     let after = Topology { seed: 2, method: Method::Consistent, lines: after_lines, hosts: vec![] };
+    // Plain hash, 6 servers, one refusing: keys on its slots rehash, exactly for keys of this length.
+    let plain = Topology { seed: 3, method: Method::Plain, lines: lines(6, &[2]), hosts: vec![] };
+    let key_len = std::num::NonZeroUsize::new(keys[0].len()).unwrap();
+    assert!(keys.iter().all(|k| k.len() == key_len.get()), "the sample's keys have one length");
 
-    let maps: Vec<PickMap> = [&before, &after]
+    let maps: Vec<PickMap> = [&before, &after, &plain]
         .iter()
         .map(|t| {
             let up = t.upstream(version).unwrap();
-            PickMap::with_failing(&up, |p| t.refuses(p.name()), PickMap::DEFAULT_KEY_LEN)
+            PickMap::with_failing(&up, |p| t.refuses(p.name()), key_len)
         })
         .collect();
     let observed_before = answers(&backend, &before, &keys)?;
     let observed_after = answers(&backend, &after, &keys)?;
+    let observed_plain = answers(&backend, &plain, &keys)?;
 
     // Key by key first: the map's answer is nginx's (the figures below are then sums of these answers).
     let mut failures = Vec::new();
-    for (map, observed, label) in [(&maps[0], &observed_before, "before"), (&maps[1], &observed_after, "after")] {
+    let runs = [
+        (&maps[0], &observed_before, "before"),
+        (&maps[1], &observed_after, "after"),
+        (&maps[2], &observed_plain, "plain"),
+    ];
+    for (map, observed, label) in runs {
         let differ = keys
             .iter()
             .zip(observed)
@@ -112,7 +124,7 @@ fn share_and_diff_match_what_nginx_does_with_200000_keys() -> Result<()> {
 
     // share: each server's fraction of answers.
     let mut lines_out = vec![format!("analysis live (nginx {version}, {KEYS} keys, Wilson z = {Z}):")];
-    for (map, observed, label) in [(&maps[0], &observed_before, "before"), (&maps[1], &observed_after, "after")] {
+    for (map, observed, label) in runs {
         let share = Share::of(map);
         assert_eq!(share.round_robin, 0, "no key falls to round-robin in these topologies");
         let mut counts: BTreeMap<&Server, u64> = BTreeMap::new();
