@@ -160,7 +160,8 @@ fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
         Some(FragmentOf::Http) => Input::Fragment,
         Some(FragmentOf::Stream) => Input::StreamFragment,
     };
-    let options = LoadOptions { resolve: !args.no_resolve, version: args.nginx_version, input };
+    let options =
+        LoadOptions { resolve: !args.no_resolve, version: args.nginx_version, input, ..LoadOptions::default() };
     let config = Config::load(&args.config, &options)?;
     for w in &config.warnings {
         eprintln!("nginx-ketama: [warn] {w}");
