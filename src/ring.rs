@@ -177,7 +177,8 @@ impl Ring {
     /// ```
     /// use nginx_ketama::{Libc, Ring, Server};
     ///
-    /// // Point 2 of 127.0.0.1:20195 and point 102 of 127.0.0.1:20412 share the hash 0x32a8f0fa.
+    /// // Point #45 of 127.0.0.1:20195 and point #109 of 127.0.0.1:20412 share the hash 0x32a8f0fa
+    /// // (algorithm §11 F; both outcomes recorded from nginx built with each C library).
     /// let servers = [Server::new("127.0.0.1:20195"), Server::new("127.0.0.1:20412")];
     /// let glibc = Ring::with_libc(Libc::Glibc, servers.iter().map(|s| (s, 1)))?;
     /// let musl = Ring::with_libc(Libc::Musl, servers.iter().map(|s| (s, 1)))?;

@@ -1,9 +1,9 @@
 //! musl's `qsort`, modelled step by step, so that the order in which it leaves *equal* elements (and with
 //! it the survivor of a ring-point collision, algorithm §3.2) is computed rather than guessed.
 //!
-//! musl's `qsort` (`src/stdlib/qsort.c`, identical in musl 1.2.3 and 1.2.5, the releases Debian bookworm
-//! and trixie package; Debian applies no patch to it; `qsort` is a thin wrapper over `__qsort_r` since
-//! 1.2.3) is a smoothsort. It is not stable, but it is deterministic: the final order depends only on the
+//! musl's `qsort` (`src/stdlib/qsort.c`: identical in musl 1.2.3 and 1.2.5, the releases Debian bookworm
+//! and trixie package, and with the same steps in 1.2.2; Debian patches nothing there; since 1.2.3 `qsort`
+//! is a thin wrapper over `__qsort_r`) is a smoothsort. It is not stable, but it is deterministic: the final order depends only on the
 //! input order and on the comparator's answers. This module repeats every comparison, every three-way
 //! choice and every rotation musl makes, on the same positions, so it leaves equal elements exactly where
 //! musl leaves them. `tests::golden_from_musl` checks that against the real musl (test data recorded by
