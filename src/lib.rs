@@ -34,20 +34,25 @@
 //! * [`Worker`] — a per-worker simulator reproducing nginx request by request: retries, the 20-miss budget,
 //!   round-robin fallbacks, `max_fails`/`fail_timeout`, several addresses under one name.
 //! * [`config`] — reads `upstream` blocks from a real `nginx.conf` (with `include`), with nginx's errors.
-//! * [`md5_variants`] — the MD5 rings that popular answers describe, kept apart and labelled *not nginx*.
+//! * `md5_variants` (feature `md5`) — the MD5 rings that popular answers describe, kept apart and labelled
+//!   *not nginx*.
 //!
 //! Deliberate differences from nginx are marked `NGINX-DIFF:` in the source and listed in the README.
 //!
 //! # Crate features
 //!
-//! * `harness` — the live conformance harness (real nginx processes and containers).
-//! * `cli` — the `nginx-ketama` command (`route`, `ring`, `verify`).
+//! * `md5` — the `md5_variants` module (and the `md-5` dependency).
+//! * `reference` — `ring::reference`, nginx's ring written as plainly as possible: the oracle of this
+//!   workspace's tests and benchmarks. Test support, not stable API.
 //!
-//! The library itself depends only on `crc32fast`, `md-5`, `thiserror` and `libc`.
+//! With no features the library depends only on `crc32fast`, `thiserror` and `libc`: no async runtime, no
+//! Docker, no HTTP. The live conformance harness (`crates/harness`) and the `nginx-ketama` command
+//! (`crates/cli`) are separate crates of the same workspace.
 
 #![warn(missing_docs)]
 
 pub mod config;
+#[cfg(feature = "md5")]
 pub mod md5_variants;
 pub mod plain;
 pub mod resolve;
@@ -56,9 +61,6 @@ pub mod server;
 pub mod upstream;
 pub mod version;
 pub mod worker;
-
-#[cfg(feature = "harness")]
-pub mod harness;
 
 /// Compiles the README's Rust examples as doctests.
 #[cfg(doctest)]

@@ -137,8 +137,19 @@ impl Peer {
     }
 }
 
-/// The `$upstream_addr` text nginx prints for a literal address, or the server string for a hostname.
-pub(crate) fn default_name(server: &Server, default_port: u16) -> String {
+/// The `$upstream_addr` text nginx prints for a peer of this `server` line when it is a literal address
+/// (`127.0.0.1:80` for `127.0.0.1`), or the server string itself (for a hostname, which resolution names).
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Server, upstream::default_name};
+///
+/// assert_eq!(default_name(&Server::new("127.0.0.1"), 80), "127.0.0.1:80");
+/// assert_eq!(default_name(&Server::new("[::1]:9001"), 80), "[::1]:9001");
+/// assert_eq!(default_name(&Server::new("cache.internal:81"), 80), "cache.internal:81");
+/// ```
+pub fn default_name(server: &Server, default_port: u16) -> String {
     match Address::parse(server.as_str()) {
         Ok(Address::Unix { .. }) => server.as_str().to_string(),
         Ok(Address::Ipv6 { addr, port }) => SocketAddr::new(IpAddr::V6(addr), port.unwrap_or(default_port)).to_string(),

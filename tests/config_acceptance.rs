@@ -8,14 +8,13 @@
 
 use nginx_ketama::NginxVersion;
 use nginx_ketama::config::{Config, LoadOptions};
-use nginx_ketama::harness::install::Installation;
+use nginx_ketama_harness::install::Installation;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-mod common;
-use common::report;
+use nginx_ketama_harness::testkit::report;
 
 /// Known disagreements, each with its reason: `(case name, releases it applies to ("" = all), reason)`.
 const ALLOWED: &[(&str, &str, &str)] = &[
@@ -718,7 +717,8 @@ fn config_acceptance_matches_nginx() {
     let generated = all.len();
     all.extend(real.iter().cloned());
     assert!(generated >= 400, "only {generated} generated variants");
-    let base = std::env::temp_dir().join(format!("nk-acceptance-{}", std::process::id()));
+    let tmp = tempfile::Builder::new().prefix("nk-acceptance-").tempdir().unwrap();
+    let base = tmp.path();
     let jobs: Vec<(usize, usize)> = (0..installs.len()).flat_map(|v| (0..all.len()).map(move |c| (v, c))).collect();
     let next = AtomicUsize::new(0);
     let results = Mutex::new(vec![(None, None); jobs.len()]);
@@ -740,7 +740,6 @@ fn config_acceptance_matches_nginx() {
             });
         }
     });
-    let _ = std::fs::remove_dir_all(&base);
     let results = results.into_inner().unwrap();
     let mut tallies: Vec<Tally> = installs.iter().map(|_| Tally::default()).collect();
     for (j, &(v, c)) in jobs.iter().enumerate() {

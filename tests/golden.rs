@@ -8,18 +8,17 @@
 
 use nginx_ketama::NginxVersion;
 use nginx_ketama::Server;
-use nginx_ketama::harness::catalog::catalog;
-use nginx_ketama::harness::golden::{
-    Flag, LibraryReplayer, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay, skeleton,
-    snapshot_name,
-};
-use nginx_ketama::harness::parity::Model;
 use nginx_ketama::ring::reference;
+use nginx_ketama_harness::catalog::catalog;
+use nginx_ketama_harness::golden::{
+    Flag, LibraryReplayer, Observation, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay,
+    skeleton, snapshot_name,
+};
+use nginx_ketama_harness::parity::Model;
 use std::collections::BTreeSet;
 use std::path::Path;
 
-mod common;
-use common::snapshot_settings;
+use nginx_ketama_harness::testkit::snapshot_settings;
 
 fn records() -> Vec<Record> {
     let r = load_records(&records_dir()).expect("vectors/records is readable");
@@ -168,7 +167,7 @@ impl NaiveRing {
 }
 
 impl Model for &NaiveRing {
-    fn expect(&mut self, key: &[u8]) -> (u16, String) {
+    fn expect(&mut self, key: &[u8]) -> Observation {
         let h = crc32fast::hash(key);
         let i = if self.strict_lookup {
             self.points.partition_point(|p| p.0 <= h)
@@ -177,7 +176,7 @@ impl Model for &NaiveRing {
         };
         let server = &self.points[i % self.points.len()].1;
         let addr = &self.peers.iter().find(|(s, _)| s == server).expect("a peer").1;
-        (200, addr.clone())
+        Observation { status: 200, upstream_addr: addr.clone() }
     }
 }
 

@@ -5,12 +5,11 @@
 //!
 //! Without provisioned nginx this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
 
-use nginx_ketama::harness::catalog::catalog;
-use nginx_ketama::harness::golden::{lock_catalog, record_case, render_snapshot, snapshot_name, utc_today};
-use nginx_ketama::harness::install::Installation;
+use nginx_ketama_harness::catalog::catalog;
+use nginx_ketama_harness::golden::{lock_catalog, record_case, render_snapshot, snapshot_name, utc_today};
+use nginx_ketama_harness::install::Installation;
 
-mod common;
-use common::{report, skip, snapshot_settings};
+use nginx_ketama_harness::testkit::{report, skip, snapshot_settings};
 
 #[test]
 fn live_nginx_still_produces_the_snapshots() {

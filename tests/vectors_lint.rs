@@ -1,7 +1,7 @@
 //! Lints the language-neutral fixtures in `vectors/v1/`: schema, unique ids, counts, flags, names,
 //! internal consistency, and that the files are exactly what the generator makes from the records.
 
-use nginx_ketama::harness::golden::{generate_vectors, load_records, records_dir, vectors_dir};
+use nginx_ketama_harness::golden::{generate_vectors, load_records, records_dir, vectors_dir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -599,7 +599,8 @@ mod tests {
 
     #[test]
     fn includes_relative_and_wildcard() {
-        let dir = std::env::temp_dir().join(format!("nk-config-{}", std::process::id()));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         std::fs::create_dir_all(dir.join("conf.d")).unwrap();
         std::fs::write(dir.join("nginx.conf"), "events {}\nhttp {\n include conf.d/*.conf;\n}\n").unwrap();
         std::fs::write(dir.join("conf.d/b.conf"), "upstream b { hash $uri; server b; }\n").unwrap();
@@ -619,7 +620,6 @@ mod tests {
             e,
             format!("open() \"{}\" failed (2: No such file or directory)", dir.join("missing.conf").display())
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -1,0 +1,69 @@
+//! The commands that run nginx or a port, through the harness crate (feature `live`).
+
+pub(crate) mod verify;
+
+use anyhow::Result;
+use nginx_ketama::NginxVersion;
+use nginx_ketama_harness::golden::{self, RecordArgs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `record-vectors`'s arguments (run it through `scripts/record-vectors`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct RecordVectorsArgs {
+    /// Record nothing: refresh the records' prose from the catalog and regenerate the fixtures.
+    #[arg(long)]
+    offline: bool,
+    /// Record only this case (repeatable); records of other cases are kept.
+    #[arg(long = "case", value_name = "NAME")]
+    cases: Vec<String>,
+    /// Record only on these provisioned nginx versions (comma-separated); runs of the others are kept.
+    #[arg(long, value_delimiter = ',', value_name = "V1,V2,...")]
+    versions: Vec<NginxVersion>,
+}
+
+/// Records the golden vectors; exits 0 clean, 1 on an unexplained version difference, 2 on an error.
+pub(crate) fn record_vectors(args: RecordVectorsArgs) -> ExitCode {
+    let args = RecordArgs { offline: args.offline, cases: args.cases, versions: args.versions };
+    match golden::record_vectors(&args) {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(e) => {
+            eprintln!("nginx-ketama: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Replays the golden vectors through a shim; exits 0 when all pass, 1 on a failure, 3 on a harness fault.
+pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
+    if files.is_empty() {
+        let dir = golden::vectors_dir();
+        files = ["consistent.json", "plain.json"].iter().map(|f| dir.join(f)).collect();
+    }
+    match nginx_ketama_harness::shim::replay_vectors(shim, &files) {
+        Ok(report) => {
+            for line in &report.failures {
+                println!("{line}");
+            }
+            println!("{} passed, {} failed", report.passed, report.failed);
+            if report.failed == 0 && report.passed > 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) => {
+            eprintln!("nginx-ketama: {e:#}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// The reference shim: this library answering the shim protocol on stdin and stdout.
+pub(crate) fn shim() -> Result<()> {
+    nginx_ketama_harness::shim::serve(std::io::stdin().lock(), std::io::stdout().lock())
+}
+
+/// Removes what killed runs left behind, printing one line per thing removed.
+pub(crate) fn cleanup() -> Result<()> {
+    for removed in nginx_ketama_harness::cleanup::run()? {
+        println!("{removed}");
+    }
+    Ok(())
+}

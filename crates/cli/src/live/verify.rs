@@ -1,0 +1,410 @@
+//! `nginx-ketama verify`: the parity sweep with a progress bar, a summary table and a replay file.
+
+use anyhow::{Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use nginx_ketama::version::NginxVersion;
+use nginx_ketama_harness::backend::{Backend, docker_available, docker_backend};
+use nginx_ketama_harness::install::Installation;
+use nginx_ketama_harness::parity::show_key;
+use nginx_ketama_harness::sweep::{Event, Finding, SweepOptions, VersionReport, sweep_backend};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Where `verify` runs nginx.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum BackendChoice {
+    /// Docker if an engine answers and the images exist, else the provisioned binaries.
+    Auto,
+    /// The provisioned binaries, as local processes (each in a network namespace of its own as root).
+    Local,
+    /// Container images through testcontainers.
+    Docker,
+}
+
+/// How `verify` ends; [`Verdict::code`] is its exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Verdict {
+    /// Exit 0: requests were compared and every one matched.
+    Proven,
+    /// Exit 1: nginx and the library differed on at least one request (mismatches win over faults).
+    Mismatches,
+    /// Exit 2: the command line asks for something impossible (or for nothing at all).
+    Usage,
+    /// Exit 3: the harness could not run or finish a check (no nginx, nginx not starting or not answering,
+    /// a socket error). Never a pass, and never called a mismatch.
+    HarnessFault,
+}
+
+impl Verdict {
+    /// The process exit code.
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Verdict::Proven => 0,
+            Verdict::Mismatches => 1,
+            Verdict::Usage => 2,
+            Verdict::HarnessFault => 3,
+        }
+    }
+
+    fn of(reports: &[VersionReport]) -> Verdict {
+        if reports.iter().any(|r| !r.findings.is_empty()) {
+            Verdict::Mismatches
+        } else if reports.iter().any(|r| !r.faults.is_empty()) || !reports.iter().any(|r| r.proven()) {
+            Verdict::HarnessFault
+        } else {
+            Verdict::Proven
+        }
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Proven => "proven",
+            Verdict::Mismatches => "mismatches",
+            Verdict::Usage => "usage error",
+            Verdict::HarnessFault => "harness fault",
+        }
+    }
+}
+
+fn at_least_two(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 2 => Ok(n),
+        Ok(_) => Err("a topology has at least 2 server lines".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Options of `nginx-ketama verify`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct VerifyArgs {
+    /// Where nginx runs.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// nginx versions to check (default: every provisioned one).
+    #[arg(long, value_delimiter = ',')]
+    pub versions: Vec<NginxVersion>,
+    /// Random topologies per version.
+    #[arg(long, default_value_t = 14)]
+    pub topologies: usize,
+    /// Random keys per topology (plus 2% empty keys and, for consistent upstreams, two forged keys per
+    /// ring point).
+    #[arg(long, default_value_t = 3000)]
+    pub keys: usize,
+    /// Master seed (a mismatch report names it).
+    #[arg(long, default_value_t = 2026)]
+    pub seed: u64,
+    /// Run only this topology index (to replay a mismatch); must be below --topologies.
+    #[arg(long)]
+    pub only: Option<usize>,
+    /// Largest topology, in server lines (at least 2).
+    #[arg(long, default_value_t = 60, value_parser = at_least_two)]
+    pub max_servers: usize,
+    /// Skip the arc-by-arc ring proof.
+    #[arg(long)]
+    pub no_ring_proof: bool,
+    /// Stream sessions per version (local builds; 0 to skip).
+    #[arg(long, default_value_t = 300)]
+    pub stream_sessions: usize,
+    /// Run the whole proof this many times in a row (a soak); ends with one row per run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Prove this command instead of the library: it speaks the shim protocol of `ports/SHIM.md` (run by
+    /// `sh -c`, one process per topology), e.g. `--shim "python3 ports/python/shim.py"`.
+    #[arg(long, value_name = "COMMAND")]
+    pub shim: Option<String>,
+    /// Where to write mismatches (JSON lines) if there are any.
+    #[arg(long, default_value = "target/nginx-ketama/mismatches.jsonl")]
+    pub mismatches: PathBuf,
+    /// Directory of provisioned nginx builds (default: $NGINX_KETAMA_NGINX_DIR or ./.nginx).
+    #[arg(long)]
+    pub nginx_dir: Option<PathBuf>,
+}
+
+impl VerifyArgs {
+    /// What the command line asks for that cannot be done.
+    ///
+    /// # Errors
+    ///
+    /// A message for the user: nothing to check, or `--only` out of range.
+    pub(crate) fn validate(&self) -> std::result::Result<(), String> {
+        if self.topologies == 0 && self.stream_sessions == 0 {
+            return Err("nothing checked: --topologies 0 and --stream-sessions 0 leave nothing to compare".into());
+        }
+        match self.only {
+            Some(i) if i >= self.topologies => Err(format!(
+                "--only {i} is out of range: with --topologies {} the topologies are numbered {}",
+                self.topologies,
+                match self.topologies {
+                    0 => "(none)".to_string(),
+                    1 => "0".to_string(),
+                    n => format!("0 to {}", n - 1),
+                }
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn sweep_options(&self) -> SweepOptions {
+        SweepOptions {
+            seed: self.seed,
+            topologies: self.topologies,
+            only: self.only,
+            keys: self.keys,
+            prove_ring: !self.no_ring_proof,
+            stream_sessions: self.stream_sessions,
+            resolver_exe: std::env::current_exe().ok(),
+            topology: nginx_ketama_harness::topology::TopologyOptions {
+                max_servers: self.max_servers,
+                ..Default::default()
+            },
+            shim: self.shim.clone(),
+        }
+    }
+}
+
+/// Chooses backends for `args`.
+///
+/// # Errors
+///
+/// No provisioned nginx, or Docker asked for but not available.
+pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
+    let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
+    let installs = Installation::discover(&root);
+    let wanted: Vec<NginxVersion> =
+        if args.versions.is_empty() { installs.iter().map(|i| i.version).collect() } else { args.versions.clone() };
+    if wanted.is_empty() && args.backend != BackendChoice::Docker {
+        bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
+    }
+    let docker = match args.backend {
+        BackendChoice::Local => false,
+        BackendChoice::Docker => true,
+        BackendChoice::Auto => docker_available() && wanted.iter().all(|v| docker_backend(*v).is_ok()),
+    };
+    wanted
+        .iter()
+        .map(|v| {
+            if docker {
+                docker_backend(*v)
+            } else {
+                installs.iter().find(|i| i.version == *v).cloned().map(Backend::Local).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "nginx {v} is not provisioned under {} (scripts/provision-nginx {v})",
+                        root.display()
+                    )
+                })
+            }
+        })
+        .collect()
+}
+
+/// Runs `verify` and says how it ended (see [`Verdict`] for the exit codes). Progress goes to stderr, the
+/// tables and findings to stdout, mismatches also to `--mismatches`.
+pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
+    if let Err(message) = args.validate() {
+        eprintln!("nginx-ketama: {message}");
+        return Verdict::Usage;
+    }
+    let backends = match backends(args) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("nginx-ketama: {e:#}");
+            return Verdict::HarnessFault;
+        }
+    };
+    let options = args.sweep_options();
+    if let Some(shim) = &options.shim {
+        println!("implementation under test: the shim {shim:?} (not this library)");
+    }
+    let mut soak = Vec::new();
+    let mut all_findings = Vec::new();
+    for run in 1..=args.repeat {
+        let started = Instant::now();
+        let reports = run_once(args, &backends, &options);
+        let elapsed = started.elapsed();
+        print!("{}", VersionReport::table(&reports));
+        let verdict = Verdict::of(&reports);
+        print_faults(&reports);
+        print_findings(&reports);
+        match verdict {
+            Verdict::Proven => println!(
+                "0 mismatches: {} routes exactly like nginx on every request above.",
+                if options.shim.is_some() { "the shim" } else { "the library" }
+            ),
+            Verdict::HarnessFault if reports.iter().all(|r| r.faults.is_empty()) => {
+                println!("nothing checked: no request or stream session was compared")
+            }
+            Verdict::HarnessFault => println!("harness fault: this run proves nothing (see above)"),
+            _ => {}
+        }
+        if args.repeat > 1 {
+            println!("== run {run}/{}: {} in {:.1} s\n", args.repeat, verdict.word(), elapsed.as_secs_f64());
+        }
+        all_findings.extend(reports.iter().flat_map(|r| r.findings.iter().cloned()));
+        soak.push(RunSummary::of(run, verdict, elapsed, &reports));
+    }
+    if !all_findings.is_empty() {
+        match write_findings(args, &all_findings) {
+            Ok(()) => println!("{} mismatches; all of them are in {}", all_findings.len(), args.mismatches.display()),
+            Err(e) => eprintln!("nginx-ketama: writing {}: {e:#}", args.mismatches.display()),
+        }
+    }
+    if args.repeat > 1 {
+        print!("{}", soak_table(&soak));
+    }
+    soak.iter().map(|r| r.verdict).max().unwrap_or(Verdict::HarnessFault)
+}
+
+/// One run of every backend, with a progress bar on stderr.
+fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> Vec<VersionReport> {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>8} {bar:30} {pos:>7}/{len:7} {elapsed:>4} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut reports = Vec::new();
+    for backend in backends {
+        let mut report = sweep_backend(backend, options, &mut |e| match e {
+            Event::Topology(version, index, label, planned) => {
+                bar.set_prefix(version.to_string());
+                bar.set_length(planned as u64);
+                bar.set_position(0);
+                bar.set_message(format!("topology {index}: {label}"));
+            }
+            Event::Requests(n) => bar.set_position(n as u64),
+            Event::Done(0) => {}
+            Event::Done(n) => bar.println(format!("  {n} mismatches")),
+            Event::Fault(index) => bar.println(format!("  topology {index}: harness fault")),
+        });
+        // Containers hide the client's source port; check the stream module with the local build instead.
+        if let (Backend::Docker { version, .. }, true) =
+            (backend, options.stream_sessions > 0 && options.only.is_none())
+        {
+            let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
+            if let Some(install) = Installation::discover(&root).into_iter().find(|i| i.version == *version) {
+                bar.set_message(format!("stream module, local nginx {version}"));
+                nginx_ketama_harness::sweep::stream_into(&Backend::Local(install), options, &mut report);
+            }
+        }
+        reports.push(report);
+    }
+    bar.finish_and_clear();
+    reports
+}
+
+fn print_faults(reports: &[VersionReport]) {
+    for f in reports.iter().flat_map(|r| &r.faults) {
+        let what = match f.topology {
+            Some(i) => format!("topology {i}"),
+            None => "stream check".to_string(),
+        };
+        println!("harness fault: nginx {} ({}), {what} (seed {}):", f.version, f.backend, f.topology_seed);
+        for line in f.cause.lines() {
+            println!("    {line}");
+        }
+        println!("  replay: {}", f.replay);
+    }
+}
+
+fn print_findings(reports: &[VersionReport]) {
+    for f in reports.iter().flat_map(|r| &r.findings).take(5) {
+        println!(
+            "  nginx {} topology {} key {}: expected {:?}, nginx {:?}\n  replay: {}",
+            f.version,
+            f.topology,
+            show_key(&f.mismatch.key),
+            f.mismatch.expected,
+            f.mismatch.actual,
+            f.replay
+        );
+    }
+}
+
+/// One row of the soak table.
+#[derive(Debug, Clone)]
+struct RunSummary {
+    run: u32,
+    verdict: Verdict,
+    elapsed: Duration,
+    requests: usize,
+    arcs: usize,
+    mismatches: usize,
+    faults: usize,
+}
+
+impl RunSummary {
+    fn of(run: u32, verdict: Verdict, elapsed: Duration, reports: &[VersionReport]) -> RunSummary {
+        RunSummary {
+            run,
+            verdict,
+            elapsed,
+            requests: reports.iter().map(|r| r.requests + r.stream_sessions).sum(),
+            arcs: reports.iter().map(|r| r.arcs_proven).sum(),
+            mismatches: reports.iter().map(|r| r.findings.len()).sum(),
+            faults: reports.iter().map(|r| r.faults.len()).sum(),
+        }
+    }
+}
+
+fn soak_table(runs: &[RunSummary]) -> String {
+    let mut out = format!(
+        "{:>4} {:<14} {:>10} {:>12} {:>11} {:>7} {:>8}\n",
+        "run", "verdict", "requests", "arcs proven", "mismatches", "faults", "seconds"
+    );
+    for r in runs {
+        out.push_str(&format!(
+            "{:>4} {:<14} {:>10} {:>12} {:>11} {:>7} {:>8.1}\n",
+            r.run,
+            r.verdict.word(),
+            r.requests,
+            r.arcs,
+            r.mismatches,
+            r.faults,
+            r.elapsed.as_secs_f64()
+        ));
+    }
+    let proven = runs.iter().filter(|r| r.verdict == Verdict::Proven).count();
+    let mut secs: Vec<f64> = runs.iter().map(|r| r.elapsed.as_secs_f64()).collect();
+    secs.sort_by(f64::total_cmp);
+    out.push_str(&format!(
+        "{proven} of {} runs proven; {} failed; seconds per run: min {:.1}, median {:.1}, max {:.1}\n",
+        runs.len(),
+        runs.len() - proven,
+        secs.first().copied().unwrap_or(0.0),
+        secs.get(secs.len() / 2).copied().unwrap_or(0.0),
+        secs.last().copied().unwrap_or(0.0)
+    ));
+    out
+}
+
+fn write_findings(args: &VerifyArgs, findings: &[Finding]) -> Result<()> {
+    if let Some(dir) = args.mismatches.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = args.mismatches.with_extension("jsonl.tmp");
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    for f in findings {
+        let m = &f.mismatch;
+        let line = serde_json::json!({
+            "nginx": f.version,
+            "backend": f.backend,
+            "seed": args.seed,
+            "topology": f.topology,
+            "topology_seed": f.topology_seed,
+            "request_index": m.index,
+            "kind": format!("{:?}", m.kind),
+            "key": String::from_utf8_lossy(&m.key),
+            "key_hex": m.key.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            "expected": {"status": m.expected.status, "upstream_addr": m.expected.upstream_addr},
+            "nginx_said": {"status": m.actual.status, "upstream_addr": m.actual.upstream_addr},
+            "upstream_block": f.upstream_block,
+            "replay": f.replay,
+        });
+        serde_json::to_writer(&mut file, &line)?;
+        file.write_all(b"\n")?;
+    }
+    file.flush()?;
+    drop(file);
+    std::fs::rename(&tmp, &args.mismatches)?;
+    Ok(())
+}

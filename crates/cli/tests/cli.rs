@@ -1,0 +1,182 @@
+//! The `nginx-ketama` command's contract (`route`, `ring`), offline. Expected routes come from the nginx
+//! recordings in docs/nginx-algorithm.md §11 (vectors A and C).
+
+use nginx_ketama_harness::testkit::TempFile;
+use std::process::{Command, Output};
+
+const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+
+/// Writes a whole configuration: `text` is wrapped in `events {} http { … }` when it is only `http` content
+/// (on the same lines, so line numbers in messages stay those of `text`).
+fn write_conf(name: &str, text: &str) -> TempFile {
+    let whole =
+        if text.starts_with("http") { format!("events {{}} {text}") } else { format!("events {{}} http {{ {text} }}") };
+    TempFile::new(name, whole)
+}
+
+fn run(args: &[&str], stdin: &[u8]) -> Output {
+    let mut cmd = Command::new(CLI);
+    cmd.args(args);
+    nginx_ketama_harness::testkit::run_with_stdin(cmd, stdin).unwrap()
+}
+
+fn lines(out: &Output) -> Vec<serde_json::Value> {
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+const FIVE: &str = "http {\n  upstream a {\n    hash $arg_k consistent;\n    server 127.0.0.1:9001;\n    server 127.0.0.1:9002;\n    server 127.0.0.1:9003;\n    server 127.0.0.1:9004;\n    server 127.0.0.1:9005;\n  }\n}\n";
+
+#[test]
+fn route_prints_one_json_line_per_key_in_order() {
+    let conf = write_conf("five.conf", FIVE);
+    let out = run(&["route", "--config", conf.to_str().unwrap(), "--no-resolve"], b"k0\nk1\n\nk11\n");
+    let l = lines(&out);
+    assert_eq!(l.len(), 4, "a trailing newline ends the last key; the empty line is the empty key");
+    assert_eq!(
+        l[0],
+        serde_json::json!({"key": "k0", "server": "127.0.0.1:9005", "fallback": null, "attempts": ["127.0.0.1:9005"]})
+    );
+    assert_eq!(l[1]["server"], "127.0.0.1:9003");
+    assert_eq!(l[2]["key"], "");
+    assert_eq!(l[2]["fallback"], "round-robin");
+    assert_eq!(l[2]["server"], "127.0.0.1:9001", "a fresh worker's first round-robin pick is the first peer");
+    assert_eq!(l[3]["server"], "127.0.0.1:9002");
+    // Without a trailing newline the last line is still a key; CR belongs to the key.
+    let l = lines(&run(&["route", "--config", conf.to_str().unwrap()], b"k0\r\nk0"));
+    assert_eq!(l.len(), 2);
+    assert_eq!(l[0]["key"], "k0\r");
+    assert_eq!(l[1]["server"], "127.0.0.1:9005");
+}
+
+#[test]
+fn route_follows_failover_with_failed_servers() {
+    let conf = write_conf(
+        "failover.conf",
+        "upstream b { hash $arg_k consistent; server 127.0.0.1:9001 max_fails=0; server 127.0.0.1:9002 max_fails=0;\n\
+         server 127.0.0.1:9901 max_fails=0; server 127.0.0.1:9902 max_fails=0; server 127.0.0.1:9903 max_fails=0; }\n",
+    );
+    let c = conf.to_str().unwrap();
+    let args = [
+        "route",
+        "--config",
+        c,
+        "--failed",
+        "127.0.0.1:9901",
+        "--failed",
+        "127.0.0.1:9902",
+        "--failed",
+        "127.0.0.1:9903",
+    ];
+    let l = lines(&run(&args, b"k0\nk4\nk11\n"));
+    assert_eq!(l[0]["attempts"], serde_json::json!(["127.0.0.1:9903", "127.0.0.1:9901", "127.0.0.1:9002"]));
+    assert_eq!(l[0]["server"], "127.0.0.1:9903");
+    assert_eq!(
+        l[1]["attempts"],
+        serde_json::json!(["127.0.0.1:9902", "127.0.0.1:9903", "127.0.0.1:9901", "127.0.0.1:9002"])
+    );
+    assert_eq!(l[2]["attempts"], serde_json::json!(["127.0.0.1:9901", "127.0.0.1:9002"]));
+    // Every server refusing: nginx tries each non-down peer once.
+    let all = ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9901", "127.0.0.1:9902", "127.0.0.1:9903"];
+    let mut args = vec!["route", "--config", c];
+    for s in &all {
+        args.extend(["--failed", s]);
+    }
+    let l = lines(&run(&args, b"k0\n"));
+    assert_eq!(l[0]["attempts"].as_array().unwrap().len(), 5);
+}
+
+#[test]
+fn route_addresses_one_peer_of_a_name_and_shows_non_utf8_keys() {
+    // An IPv6 spelling that nginx prints differently: the address and the string name the same peer.
+    let conf = write_conf(
+        "v6.conf",
+        "upstream c { hash $arg_k consistent; server [0:0::1]:9101 max_fails=0; server 127.0.0.1:1 max_fails=0; }\n",
+    );
+    let c = conf.to_str().unwrap();
+    let by_address = lines(&run(&["route", "--config", c, "--failed", "[::1]:9101"], b"a\nb\nc\nd\n"));
+    let by_server = lines(&run(&["route", "--config", c, "--failed", "[0:0::1]:9101"], b"a\nb\nc\nd\n"));
+    assert_eq!(by_address, by_server);
+    assert!(by_address.iter().any(|l| l["attempts"].as_array().unwrap().len() == 2));
+    let l = lines(&run(&["route", "--config", c], b"\xff\xfe\n"));
+    assert_eq!(l[0]["key_hex"], "fffe");
+}
+
+#[test]
+fn route_handles_a_huge_key() {
+    let conf = write_conf("huge.conf", FIVE);
+    let mut key = vec![b'x'; 4 << 20];
+    key.push(b'\n');
+    let l = lines(&run(&["route", "--config", conf.to_str().unwrap()], &key));
+    assert_eq!(l.len(), 1);
+    assert_eq!(l[0]["key"].as_str().unwrap().len(), 4 << 20);
+    assert!(l[0]["server"].is_string());
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = run(args, b"k\n");
+    assert!(!out.status.success(), "expected failure for {args:?}");
+    assert!(out.stdout.is_empty(), "nothing half-written on stdout");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(needle), "stderr {err:?} should contain {needle:?}");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let zero = write_conf("zero.conf", "http {\n upstream z {\n  hash $arg_k;\n  server a weight=0;\n }\n}\n");
+    let z = zero.to_str().unwrap();
+    fails_with(&["route", "--config", z, "--no-resolve"], &format!("invalid parameter \"weight=0\" in {z}:4"));
+    let two = write_conf("two.conf", "upstream a { hash $arg_k; server a; } upstream b { hash $arg_k; server b; }");
+    let t = two.to_str().unwrap();
+    fails_with(&["route", "--config", t, "--no-resolve"], "has 2 upstreams (a, b); name one");
+    fails_with(&["route", "--config", t, "--no-resolve", "--upstream", "c"], "no upstream \"c\"");
+    fails_with(&["route", "--config", "/nonexistent/nginx.conf"], "open() \"/nonexistent/nginx.conf\" failed");
+    fails_with(
+        &["route", "--config", t, "--no-resolve", "--upstream", "a", "--failed", "zz:1"],
+        "--failed \"zz:1\" matches no",
+    );
+    fails_with(&["ring", "--config", t, "--no-resolve", "--upstream", "a"], "plain `hash`, which has no ring");
+    let backup = write_conf("backup.conf", "upstream u {\n hash $arg_k consistent;\n server a backup;\n}\n");
+    fails_with(
+        &["route", "--config", backup.to_str().unwrap()],
+        "balancing method does not support parameter \"backup\"",
+    );
+    let rr = write_conf("rr.conf", "upstream u { server a; }");
+    fails_with(&["route", "--config", rr.to_str().unwrap(), "--no-resolve"], "does not use \"hash\"");
+}
+
+#[test]
+fn ring_dump_lists_every_point() {
+    let conf = write_conf("ring.conf", FIVE);
+    let out = run(&["ring", "--config", conf.to_str().unwrap()], b"");
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows[0], "index\thash\tserver");
+    assert_eq!(rows.len(), 801);
+    // Recorded from nginx: key k0 (crc 0xe109903f) lands on point 700 = 0xe15b2f49, 127.0.0.1:9005.
+    assert_eq!(rows[701], "700\te15b2f49\t127.0.0.1:9005");
+}
+
+#[test]
+fn failed_address_takes_out_one_address_of_a_name() {
+    let addrs = nginx_ketama::resolve::resolve_host("localhost").unwrap();
+    if addrs.len() < 2 {
+        eprintln!("SKIP: localhost has one address here ({addrs:?}); needs two for this check");
+        return;
+    }
+    let first = std::net::SocketAddr::new(addrs[0], 9001).to_string();
+    let conf = write_conf(
+        "multi.conf",
+        "upstream m { hash $arg_k consistent; server localhost:9001 max_fails=0; server 127.0.0.9:1 max_fails=0; }",
+    );
+    let c = conf.to_str().unwrap();
+    let keys: Vec<u8> = (0..40).flat_map(|i| format!("key{i}\n").into_bytes()).collect();
+    let l = lines(&run(&["route", "--config", c, "--failed", &first], &keys));
+    // A key on the name tries the failed address, then the name's other address: the same server string twice.
+    let twice = l.iter().filter(|l| l["attempts"] == serde_json::json!(["localhost:9001", "localhost:9001"])).count();
+    assert!(twice > 0, "{l:?}");
+    // Failing the server string takes out both addresses.
+    let l = lines(&run(&["route", "--config", c, "--failed", "localhost:9001"], &keys));
+    assert!(l.iter().all(|l| l["server"] == "127.0.0.9:1" || l["attempts"].as_array().unwrap().len() == 3));
+}

@@ -1,0 +1,287 @@
+//! How the `nginx-ketama` command behaves as a Unix tool: `route` answers key by key in a pipeline, a reader
+//! that stops early is not an error, a closed stdout is, output stays one line per record, and `verify`
+//! tells usage errors and harness faults apart from mismatches by its exit code.
+
+use nginx_ketama_harness::testkit::TempFile;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+
+fn write_conf(name: &str, upstream: &str) -> TempFile {
+    TempFile::new(name, format!("events {{}}\nhttp {{\n{upstream}\n}}\n"))
+}
+
+/// `route --config conf` with piped stdin and stdout.
+fn spawn_route(conf: &std::path::Path) -> std::process::Child {
+    Command::new(CLI)
+        .args(["route", "--config", conf.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+const THREE: &str = "upstream a { hash $arg_k consistent; server 127.0.0.1:9001; server 127.0.0.1:9002; \
+                     server 127.0.0.1:9003; }";
+
+/// Each answer arrives before the next key is sent: `route` works as a coprocess in a pipeline.
+#[test]
+fn route_answers_each_key_as_it_arrives() {
+    let conf = write_conf("three.conf", THREE);
+    let mut child = spawn_route(&conf);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    for key in ["k0", "k1", "k2"] {
+        stdin.write_all(format!("{key}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["key"], key, "answer for {key} while stdin is still open");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+/// `ring … | head -1` and `route … | head -1`: the reader goes away, the command ends quietly with 0.
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    // 2 × 160 × 200 points: far more than a pipe buffer holds.
+    let conf = write_conf(
+        "big.conf",
+        "upstream a { hash $arg_k consistent; server 127.0.0.1:9001 weight=200; server 127.0.0.1:9002 weight=200; }",
+    );
+    let c = conf.to_str().unwrap();
+    for (args, input) in [(vec!["ring", "--config", c], Vec::new()), (vec!["route", "--config", c], keys(200_000))] {
+        let mut child = Command::new(CLI)
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        assert!(!first.is_empty());
+        // The read end is closed here (like `head -1` exiting).
+        let out = child.wait_with_output().unwrap();
+        feeder.join().unwrap();
+        assert!(out.status.success(), "{args:?}: {:?}", out.status);
+        assert!(out.stderr.is_empty(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+fn keys(n: usize) -> Vec<u8> {
+    (0..n).flat_map(|i| format!("key-{i}\n").into_bytes()).collect()
+}
+
+/// A closed stdout (`>&-`) is an error, said on stderr with exit code 2.
+#[test]
+fn a_closed_stdout_is_an_error() {
+    let conf = write_conf("closed.conf", THREE);
+    let mut cmd = Command::new(CLI);
+    cmd.args(["ring", "--config", conf.to_str().unwrap()]).stderr(Stdio::piped());
+    // SAFETY: close(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(1);
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("nginx-ketama: ") && err.contains("Bad file descriptor"), "{err}");
+}
+
+/// Memory does not grow with the number of keys: route streams.
+#[test]
+fn route_memory_does_not_grow_with_the_input() {
+    let conf = write_conf("stream.conf", THREE);
+    let peak = |n: usize| -> u64 {
+        let mut child = spawn_route(&conf);
+        let mut stdin = child.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || stdin.write_all(&keys(n)).unwrap());
+        let mut out = child.stdout.take().unwrap();
+        let pid = child.id();
+        let mut hwm = 0;
+        let mut buf = vec![0; 1 << 16];
+        while out.read(&mut buf).unwrap() > 0 {
+            hwm = hwm.max(vm_hwm_kib(pid).unwrap_or(0));
+        }
+        feeder.join().unwrap();
+        assert!(child.wait().unwrap().success());
+        hwm
+    };
+    let small = peak(1_000);
+    let large = peak(1_000_000);
+    // A million keys (about 13 MB in, 90 MB out) fit in the same few MiB as a thousand.
+    assert!(large < small + 4 * 1024, "peak RSS {small} KiB for 1e3 keys, {large} KiB for 1e6 keys");
+}
+
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+}
+
+/// A server string with a tab or a newline (nginx's `"\t"` and `"\n"` escapes in quotes) stays one line per
+/// point in `ring`: control characters are escaped.
+#[test]
+fn ring_escapes_control_characters() {
+    let conf = write_conf("tab.conf", "upstream a { hash $arg_k consistent; server \"x\\ty\\nz:80\"; }");
+    let out = Command::new(CLI).args(["ring", "--config", conf.to_str().unwrap(), "--no-resolve"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().collect();
+    assert_eq!(rows.len(), 161, "a header and 160 points, one line each");
+    assert!(rows[1..].iter().all(|r| r.split('\t').nth(2) == Some("x\\ty\\nz:80")), "{}", rows[1]);
+}
+
+fn verify(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(CLI).arg("verify").args(args).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// `verify` refuses to claim a proof when nothing would be compared, and rejects impossible ranges.
+#[test]
+fn verify_usage_errors_exit_2() {
+    let (code, _, err) = verify(&["--topologies", "0", "--stream-sessions", "0"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("nothing checked"), "{err}");
+    let (code, _, err) = verify(&["--topologies", "3", "--only", "3"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--only 3 is out of range") && err.contains("0 to 2"), "{err}");
+    for n in ["0", "1"] {
+        let (code, _, err) = verify(&["--max-servers", n]);
+        assert_eq!(code, Some(2), "--max-servers {n}");
+        assert!(err.contains("at least 2 server lines"), "{err}");
+    }
+    let (code, _, err) = verify(&["--backend", "podman"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("possible values: auto, local, docker"), "{err}");
+}
+
+/// An nginx that cannot run is a harness fault (exit 3), never a mismatch and never a pass: each topology
+/// is reported with its cause, at most the last 20 lines of nginx's error log, and a replay command.
+#[test]
+fn a_harness_fault_is_reported_as_such() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("fake-nginx");
+    let tree = root.join("1.30.6");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("version.txt"), "1.30.6-fake\n").unwrap();
+    let script = "#!/bin/sh\nfor i in $(seq 1 30); do echo \"nginx: [emerg] broken line $i\" >&2; done\nexit 1\n";
+    let nginx = tree.join("nginx");
+    std::fs::write(&nginx, script).unwrap();
+    std::fs::set_permissions(&nginx, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let started = Instant::now();
+    let (code, out, _) = verify(&[
+        "--backend",
+        "local",
+        "--nginx-dir",
+        root.to_str().unwrap(),
+        "--topologies",
+        "2",
+        "--stream-sessions",
+        "0",
+        "--mismatches",
+        tmp.path().join("none.jsonl").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(3), "{out}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_eq!(out.matches("harness fault: nginx 1.30.6").count(), 2, "{out}");
+    assert!(out.contains("nginx exited during startup"), "{out}");
+    assert!(out.contains("broken line 30") && !out.contains("broken line 10\n"), "the last 20 lines only:\n{out}");
+    assert!(out.contains("[... 10 earlier lines]"), "{out}");
+    assert!(
+        out.contains("replay: nginx-ketama verify --backend local --versions 1.30.6 --seed 2026 --keys 3000 --only 1"),
+        "{out}"
+    );
+    assert!(!out.contains("0 mismatches"), "a fault is never a pass:\n{out}");
+    assert!(!tmp.path().join("none.jsonl").exists(), "no mismatch file for faults");
+}
+
+/// Completions and the manual page come from the same definition as the command line.
+#[test]
+fn completions_and_man_page_are_generated() {
+    let out = Command::new(CLI).args(["completions", "bash"]).output().unwrap();
+    assert!(out.status.success());
+    let script = String::from_utf8(out.stdout).unwrap();
+    assert!(script.contains("complete -F _nginx__ketama") && script.contains("--stream-sessions"), "{script}");
+    let out = Command::new(CLI).arg("man").output().unwrap();
+    assert!(out.status.success());
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.starts_with(".ie") && page.contains(".TH nginx-ketama 1") && page.contains("verify"), "{page}");
+}
+
+/// A shim that always names the first peer: a wrong implementation the proof must catch.
+const WRONG_SHIM: &str = r#"import sys, json
+peers = []
+for line in sys.stdin:
+    m = json.loads(line)
+    if m["op"] == "upstream":
+        peers = m["peers"]
+        out = {"ok": True}
+    elif m["op"] == "reset":
+        out = {"ok": True}
+    else:
+        out = {"attempts": [peers[0]["address"]], "outcome": "answered"}
+    print(json.dumps(out), flush=True)
+"#;
+
+/// The wrong shim's file (kept while the returned value lives) and the command that runs it.
+fn wrong_shim() -> (TempFile, String) {
+    let file = TempFile::new("wrong_shim.py", WRONG_SHIM);
+    let command = format!("python3 {}", file.display());
+    (file, command)
+}
+
+/// The golden vectors replayed through a shim: the library behind the protocol passes them all, a wrong
+/// implementation fails with one line per test, and a shim that dies is a fault (exit 3), not a pass.
+#[test]
+fn vectors_replay_through_a_shim() {
+    let replay = |shim: &str| Command::new(CLI).args(["replay-vectors", "--shim", shim]).output().unwrap();
+    let out = replay(&format!("{CLI} shim"));
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1953 passed, 0 failed\n");
+    let (_file, wrong) = wrong_shim();
+    let out = replay(&wrong);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap();
+    let failed: usize = last.split(", ").nth(1).unwrap().trim_end_matches(" failed").parse().unwrap();
+    assert!(failed > 1000 && text.contains("FAIL ") && last.ends_with(" failed"), "{last}");
+    let out = replay("true");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exited"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A shim that answers nothing, or says it does not support an upstream, is a fault with its reason.
+#[test]
+fn a_silent_or_unsupporting_shim_is_a_fault() {
+    let unsupported = TempFile::new(
+        "unsupported_shim.py",
+        "import sys, json\nfor line in sys.stdin:\n    print(json.dumps({'unsupported': 'no such port'}), flush=True)\n",
+    );
+    let out = Command::new(CLI)
+        .args(["replay-vectors", "--shim", &format!("python3 {}", unsupported.display())])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported by the shim"), "{out:?}");
+    // Reads its input and never answers: the harness must not wait forever.
+    let out = Command::new(CLI)
+        .args(["replay-vectors", "--shim", "cat > /dev/null"])
+        .env("NGINX_KETAMA_SHIM_TIMEOUT", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("gave no answer within 1 s"), "{out:?}");
+}

@@ -1,0 +1,474 @@
+//! Live parity suite: real nginx on one side, the library on the other.
+//!
+//! Needs nginx provisioned by `scripts/provision-nginx` (and, for the container test, images from
+//! `scripts/build-images` and a Docker engine). Without them each test prints a loud `SKIP:` line and
+//! passes — unless `NGINX_PARITY=require` (set by `.ci/run`), which turns every skip into a failure.
+//! Every test prints what it verified: versions, topologies, requests, arcs, sessions.
+
+use anyhow::Result;
+use nginx_ketama::md5_variants::Md5VnodeRing;
+use nginx_ketama::{Method, NginxVersion, Server};
+use nginx_ketama_harness::backend::{Backend, docker_available, docker_backend};
+use nginx_ketama_harness::catalog;
+use nginx_ketama_harness::golden::Observation;
+use nginx_ketama_harness::install::Installation;
+use nginx_ketama_harness::parity::{self, KeyKind, LibraryModel, Model, PlanOptions, compare};
+use nginx_ketama_harness::sweep::{SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama_harness::topology::{Capabilities, ServerLine, Spelling, Topology, TopologyOptions};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nginx_ketama_harness::testkit::{report, skip};
+
+const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+
+fn installs() -> Option<Vec<Installation>> {
+    let root = Installation::default_root();
+    let found = Installation::discover(&root);
+    if found.is_empty() {
+        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
+        return None;
+    }
+    Some(found)
+}
+
+fn print_reports(title: &str, reports: &[VersionReport]) {
+    let mut text = format!("{title}\n{}", nginx_ketama_harness::sweep::VersionReport::table(reports));
+    for r in reports {
+        text.push_str(&format!(
+            "  nginx {} ({}): {} spellings {:?}\n",
+            r.version,
+            r.backend,
+            r.spellings.len(),
+            r.spellings
+        ));
+    }
+    report(&text);
+}
+
+fn assert_clean(reports: &[VersionReport]) {
+    for r in reports {
+        for f in &r.faults {
+            eprintln!(
+                "HARNESS FAULT nginx {} ({}) topology {:?}: {}\nreplay: {}",
+                f.version, f.backend, f.topology, f.cause, f.replay
+            );
+        }
+        assert!(r.faults.is_empty(), "nginx {}: {} harness faults", r.version, r.faults.len());
+        if let Some(f) = r.findings.first() {
+            eprintln!("repro: {}", f.replay);
+        }
+        for f in r.findings.iter().take(10) {
+            eprintln!(
+                "MISMATCH nginx {} topology {} (seed {}): key {} expected {:?}, nginx {:?}\n{}",
+                f.version,
+                f.topology,
+                f.topology_seed,
+                parity::show_key(&f.mismatch.key),
+                f.mismatch.expected,
+                f.mismatch.actual,
+                f.upstream_block
+            );
+        }
+        assert!(r.findings.is_empty(), "nginx {}: {} mismatches", r.version, r.findings.len());
+    }
+}
+
+/// The main proof: random topologies in every spelling, random keys, forged keys at both ends of every arc,
+/// empty keys, failover chains and a stream upstream, on every provisioned version, request by request.
+#[test]
+fn random_topologies_match_nginx_on_every_version() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    let options = SweepOptions {
+        seed: 7,
+        topologies: 8,
+        keys: 1500,
+        stream_sessions: 300,
+        resolver_exe: Some(PathBuf::from(CLI)),
+        ..SweepOptions::default()
+    };
+    let mut reports = Vec::new();
+    for install in &installs {
+        reports.push(sweep_backend(&Backend::Local(install.clone()), &options, &mut |_| {}));
+    }
+    print_reports("random topologies, local nginx", &reports);
+    assert_clean(&reports);
+    let versions: BTreeSet<String> = reports.iter().map(|r| r.version.clone()).collect();
+    for v in ["1.22.1", "1.26.3", "1.30.6"] {
+        if !versions.contains(v) {
+            skip(&format!("nginx {v} is not provisioned"));
+        }
+    }
+    for r in &reports {
+        assert!(r.arcs_proven >= 5000, "nginx {}: only {} arcs proven", r.version, r.arcs_proven);
+        assert!(r.failovers >= 500 && r.round_robin >= 100 && r.stream_sessions >= 250, "{r:?}");
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let spellings: BTreeSet<&String> = reports.iter().flat_map(|r| &r.spellings).collect();
+        assert_eq!(spellings.len(), Spelling::ALL.len(), "every server spelling exercised: {spellings:?}");
+    }
+    Ok(())
+}
+
+/// The same harness through testcontainers, on the locally built image (or `$NGINX_KETAMA_IMAGE`).
+#[test]
+fn testcontainers_backend_matches_nginx() -> Result<()> {
+    if !docker_available() {
+        skip("no Docker engine answers");
+        return Ok(());
+    }
+    let version = NginxVersion::LATEST;
+    let backend = match docker_backend(version) {
+        Ok(b) => b,
+        Err(e) => {
+            skip(&e.to_string());
+            return Ok(());
+        }
+    };
+    let options = SweepOptions { seed: 11, topologies: 5, keys: 1000, ..SweepOptions::default() };
+    let report = sweep_backend(&backend, &options, &mut |_| {});
+    print_reports("random topologies through testcontainers", std::slice::from_ref(&report));
+    assert_clean(std::slice::from_ref(&report));
+    assert!(report.requests >= 5000 && report.topologies == 5);
+    assert!(report.spellings.contains("HostnameTwoAddresses"), "a two-address name through Docker's hosts file");
+    let leftovers = std::process::Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label={}={}", nginx_ketama_harness::cleanup::OWNER_LABEL, std::process::id()),
+        ])
+        .output()?;
+    assert!(leftovers.stdout.is_empty(), "containers left behind: {}", String::from_utf8_lossy(&leftovers.stdout));
+    Ok(())
+}
+
+fn latest_local() -> Option<Backend> {
+    let installs = installs()?;
+    Some(Backend::Local(installs.last().expect("non-empty").clone()))
+}
+
+fn ip_lines(n: usize, first_octet: u8) -> Vec<ServerLine> {
+    (0..n)
+        .map(|i| {
+            let addr = SocketAddr::from(([127, first_octet, (i / 200) as u8, (i % 200 + 1) as u8], 20000 + i as u16));
+            let mut line = catalog::line(&addr.to_string());
+            line.weight = 1 + (i % 3) as u32;
+            line
+        })
+        .collect()
+}
+
+/// A model that is wrong on purpose.
+struct Mutant<F: FnMut(&[u8]) -> String>(F);
+
+impl<F: FnMut(&[u8]) -> String> Model for Mutant<F> {
+    fn expect(&mut self, key: &[u8]) -> Observation {
+        Observation { status: 200, upstream_addr: (self.0)(key) }
+    }
+}
+
+/// The harness must catch a wrong library: MD5 instead of CRC32 on most keys, and `>` instead of `≥` in
+/// the lookup exactly on the forged keys that sit on ring points (which random keys almost never hit).
+#[test]
+fn harness_detects_deliberately_wrong_libraries() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let topology = Topology { seed: 1, method: Method::Consistent, lines: ip_lines(12, 61), hosts: vec![] };
+    let session = parity::start(&backend, topology.clone())?;
+    let upstream = topology.upstream(backend.version())?;
+    let plan = parity::plan(&upstream, 5, &PlanOptions { random_keys: 3000, empty_keys: 0, prove_ring: true });
+    let responses = session.send(&plan.requests.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), &mut |_| {})?;
+
+    let right = compare(&plan, &responses, &mut LibraryModel::new(&upstream, &topology), Duration::ZERO);
+    assert!(right.mismatches.is_empty(), "the real library must match: {:?}", right.mismatches.first());
+
+    let ring = upstream.ring().expect("consistent");
+    let servers: Vec<(Server, u32)> =
+        topology.lines.iter().map(|l| (Server::new(l.server.clone()), l.weight)).collect();
+    let md5 = Md5VnodeRing::new(servers.iter().map(|(s, w)| (s, *w)));
+    let md5_report =
+        compare(&plan, &responses, &mut Mutant(|k: &[u8]| md5.owner(k).unwrap().to_string()), Duration::ZERO);
+
+    let hashes: Vec<u32> = ring.points().map(|p| p.hash).collect();
+    let strictly_greater = |k: &[u8]| {
+        let h = crc32fast::hash(k);
+        let i = hashes.partition_point(|&p| p <= h) % hashes.len();
+        ring.point(i).server.to_string()
+    };
+    let gt_report = compare(&plan, &responses, &mut Mutant(strictly_greater), Duration::ZERO);
+
+    report(&format!(
+        "mutation check on nginx {}: {} requests ({} arcs); library {} mismatches, MD5 ring {} ({:.0}%), `>` lookup {}",
+        backend.version(),
+        right.requests,
+        plan.arcs,
+        right.mismatches.len(),
+        md5_report.mismatches.len(),
+        100.0 * md5_report.mismatches.len() as f64 / right.requests as f64,
+        gt_report.mismatches.len()
+    ));
+    assert!(md5_report.mismatches.len() * 10 > right.requests * 8, "MD5 must disagree on most keys");
+    assert_eq!(md5_report.arcs_proven, 0);
+    // `>` differs exactly on keys whose CRC equals a point owned by another server than the next point: the
+    // forged on-point keys of those arcs, none of the random or one-past keys.
+    let boundaries = (0..ring.len()).filter(|&i| ring.point(i).server != ring.point(i + 1).server).count();
+    let on_point = gt_report.mismatches.iter().filter(|m| m.kind == KeyKind::OnPoint).count();
+    assert_eq!(on_point, boundaries, "every server boundary on the ring must be caught");
+    assert!(gt_report.mismatches.iter().all(|m| matches!(m.kind, KeyKind::OnPoint | KeyKind::RingEdge)));
+    assert_eq!(gt_report.arcs_proven, 0);
+    Ok(())
+}
+
+fn run_scenario(backend: &Backend, name: &str, topology: Topology, keys: Vec<Vec<u8>>) -> Result<usize> {
+    let session = parity::start(backend, topology)?;
+    let topology = session.topology();
+    let upstream = topology.upstream(backend.version())?;
+    let plan = parity::Plan {
+        requests: keys.into_iter().map(|key| parity::PlannedRequest { key, kind: KeyKind::Random }).collect(),
+        arcs: 0,
+    };
+    let run = session.run(&plan, &mut LibraryModel::new(&upstream, topology), &mut |_| {})?;
+    for m in run.mismatches.iter().take(5) {
+        eprintln!(
+            "{name}: request {} key {} expected {:?} nginx {:?}",
+            m.index,
+            parity::show_key(&m.key),
+            m.expected,
+            m.actual
+        );
+    }
+    assert!(run.mismatches.is_empty(), "{name} on nginx {}: {} mismatches", backend.version(), run.mismatches.len());
+    report(&format!(
+        "  {name:<44} nginx {}: {} requests, {} with retries, 0 mismatches",
+        backend.version(),
+        run.requests,
+        run.failovers
+    ));
+    Ok(run.requests)
+}
+
+fn keys(prefix: &str, n: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|i| format!("{prefix}{i}").into_bytes()).collect()
+}
+
+/// Hand-built stateful scenarios from docs/nginx-algorithm.md (§3.4, §4, §5, §9), each on every version:
+/// more than 20 misses then round-robin and backups, failure accounting, empty keys, a single server, plain
+/// hash with one primary plus backups (where 1.26 and 1.30 differ).
+#[test]
+fn stateful_scenarios_match_nginx() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    report("stateful scenarios:");
+    for install in installs {
+        let backend = Backend::Local(install);
+        let mut total = 0;
+
+        // 25 down servers around two live ones, a backup declared before `hash`, one live server refusing.
+        let mut lines = ip_lines(28, 71);
+        for l in &mut lines[..25] {
+            l.down = true;
+        }
+        lines[27].dead = true;
+        let mut backup = ip_lines(1, 72).remove(0);
+        backup.backup = true;
+        lines.push(backup);
+        let t = Topology { seed: 0, method: Method::Consistent, lines, hosts: vec![] };
+        total += run_scenario(&backend, "more than 20 misses → round-robin → backup", t, keys("miss", 400))?;
+
+        // Failure accounting: dead servers with max_fails=1 drop out after their first failure.
+        let mut lines = ip_lines(10, 73);
+        for l in lines.iter_mut().step_by(3) {
+            l.dead = true;
+            l.max_fails = 1;
+            l.fail_timeout = 3600;
+        }
+        let t = Topology { seed: 0, method: Method::Consistent, lines: lines.clone(), hosts: vec![] };
+        total += run_scenario(&backend, "max_fails=1: failed peers skipped (consistent)", t, keys("acct", 400))?;
+        let t = Topology { seed: 0, method: Method::Plain, lines, hosts: vec![] };
+        total += run_scenario(&backend, "max_fails=1: failed peers skipped (plain)", t, keys("acct", 400))?;
+
+        // Empty keys: weighted round-robin across the list, interleaved with hashed keys.
+        let t = Topology { seed: 0, method: Method::Consistent, lines: ip_lines(5, 74), hosts: vec![] };
+        let mixed: Vec<Vec<u8>> =
+            (0..300).map(|i| if i % 3 == 0 { Vec::new() } else { format!("e{i}").into_bytes() }).collect();
+        total += run_scenario(&backend, "empty keys interleaved (round-robin)", t, mixed)?;
+
+        // A single server, refusing: one attempt, never counted as failed.
+        let mut one = ip_lines(1, 75);
+        one[0].dead = true;
+        one[0].max_fails = 1;
+        let t = Topology { seed: 0, method: Method::Consistent, lines: one, hosts: vec![] };
+        total += run_scenario(&backend, "single refusing server", t, keys("single", 50))?;
+
+        // Plain hash, one primary (refusing) plus three backups: version dependent (algorithm §8, 1.27.3).
+        let mut lines = ip_lines(4, 76);
+        lines[0].dead = true;
+        for l in &mut lines[1..] {
+            l.backup = true;
+        }
+        lines[1].dead = true;
+        let t = Topology { seed: 0, method: Method::Plain, lines, hosts: vec![] };
+        total += run_scenario(&backend, "plain: one primary + backups", t, keys("pb", 300))?;
+        report(&format!("  nginx {}: {total} stateful requests, 0 mismatches", backend.version()));
+    }
+    Ok(())
+}
+
+/// The `route` command, reading the very nginx.conf nginx runs (hostnames resolved in the same private
+/// hosts namespace, a name with two addresses, refused servers), agrees with nginx on every attempt.
+#[test]
+fn route_command_agrees_with_nginx() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip("hostname namespaces need root");
+        return Ok(());
+    }
+    let unix_dir = nginx_ketama_harness::local::fresh_prefix()?;
+    // nginx has a network namespace of its own, so `[::1]` (port 80 too) is its alone.
+    let caps =
+        Capabilities { ipv6: true, port80: true, hostnames: true, unix_dir: Some(unix_dir.display().to_string()) };
+    let topology = loop {
+        // A topology with a two-address name and some refusing servers.
+        let seed = rand_seed();
+        let t =
+            Topology::random(seed, &TopologyOptions { max_servers: 25, backups: false, ..Default::default() }, &caps);
+        if t.spellings().contains(&Spelling::HostnameTwoAddresses) && t.lines.iter().any(|l| l.dead) {
+            break t;
+        }
+    };
+    let resolved =
+        nginx_ketama_harness::sweep::resolve_in_namespace(CLI.as_ref(), &topology.hosts_file(), &topology.hostnames())?;
+    let topology = topology.resolved(&resolved);
+    let session = parity::start(&backend, topology.clone())?;
+    let prefix = session.prefix().expect("a local nginx has a prefix");
+    let conf = prefix.join("nginx.conf");
+    let hosts = prefix.join("hosts");
+    let requests: Vec<Vec<u8>> = nginx_ketama_harness::topology::random_keys(3, 500);
+    let responses = session.send(&requests, &mut |_| {})?;
+
+    let mut cmd = nginx_ketama_harness::netns::isolated_command(CLI, Some(&hosts))?;
+    cmd.args(["route", "--config"]).arg(&conf).args(["--upstream", "parity"]);
+    for l in topology.lines.iter().filter(|l| l.dead) {
+        cmd.args(["--failed", &l.server]);
+    }
+    let input: Vec<u8> = requests.iter().flat_map(|k| k.iter().copied().chain([b'\n'])).collect();
+    let out = nginx_ketama_harness::testkit::run_with_stdin(cmd, &input)?;
+    anyhow::ensure!(out.status.success(), "route failed: {}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    assert_eq!(lines.len(), requests.len());
+    let by_address = |addr: &str| -> String {
+        topology
+            .lines
+            .iter()
+            .find(|l| l.endpoints.iter().any(|e| e.name == addr))
+            .map(|l| l.server.clone())
+            .unwrap_or_else(|| addr.to_string())
+    };
+    for (i, (line, resp)) in lines.iter().zip(&responses).enumerate() {
+        let nginx: Vec<String> = resp.upstream_addr.as_deref().unwrap_or("").split(", ").map(by_address).collect();
+        let ours: Vec<String> =
+            line["attempts"].as_array().expect("attempts").iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        assert_eq!(ours, nginx, "request {i} key {}", parity::show_key(&requests[i]));
+        assert_eq!(line["server"].as_str(), ours.first().map(String::as_str));
+    }
+    drop(session);
+    std::fs::remove_dir_all(&unix_dir)?;
+    report(&format!(
+        "route command: {} keys over {} server lines (spellings {:?}) agree with nginx {}",
+        requests.len(),
+        topology.lines.len(),
+        topology.spellings(),
+        backend.version()
+    ));
+    Ok(())
+}
+
+fn rand_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(100);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// nginx refusing to start is reported with nginx's own words, and nothing is left running.
+#[test]
+fn a_failing_start_shows_nginx_error_output() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let site = nginx_ketama_harness::site::Site {
+        http: Some(nginx_ketama_harness::site::Part {
+            upstream_block:
+                "upstream parity {\n    server 127.0.0.1:1 weight=0;\n    hash $http_x_key consistent;\n}\n".into(),
+            listeners: vec![],
+        }),
+        ..Default::default()
+    };
+    let prefix = backend.prefix()?;
+    let err = match backend.start(&site, prefix.clone()) {
+        Ok(_) => panic!("nginx accepted weight=0"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("nginx exited during startup"), "{err}");
+    assert!(err.contains("invalid parameter \"weight=0\""), "{err}");
+    assert!(!prefix.exists(), "the prefix is removed");
+    report(&format!("startup failure reported as: {}", err.lines().find(|l| l.contains("weight=0")).unwrap_or("")));
+    Ok(())
+}
+
+/// A test that panics while nginx runs still stops it: the session's nginx is killed (its whole process
+/// group) while the panic unwinds.
+#[test]
+fn nginx_does_not_outlive_a_panicking_test() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let outcome = std::thread::spawn(move || {
+        let topology = Topology { seed: 0, method: Method::Consistent, lines: ip_lines(3, 77), hosts: vec![] };
+        let session = parity::start(&backend, topology).expect("nginx starts");
+        tx.send((session.pid(), session.prefix())).expect("send");
+        panic!("a test failing while nginx runs");
+    })
+    .join();
+    assert!(outcome.is_err(), "the thread panicked");
+    let (pid, prefix) = rx.recv()?;
+    let pid = pid.expect("a local nginx has a pid") as i32;
+    // SAFETY: signal 0 only asks whether the process (the master, reaped on drop) still exists.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    assert!(!alive, "nginx (pid {pid}) still runs after the panic");
+    assert!(!prefix.expect("local prefix").exists(), "the prefix was removed");
+    report(&format!("panic during a run: nginx (pid {pid}) was stopped while unwinding"));
+    Ok(())
+}
+
+/// `verify --shim`: the library behind the shim protocol is proven like the library itself, and a wrong
+/// implementation behind the same protocol is caught (exit 1, mismatches), on the newest local nginx.
+#[test]
+fn shims_are_proven_live() -> Result<()> {
+    let Some(backend) = latest_local() else { return Ok(()) };
+    let version = backend.version().to_string();
+    let verify = |shim: &str| -> Result<std::process::Output> {
+        let dir = nginx_ketama_harness::local::fresh_prefix()?;
+        let out = std::process::Command::new(CLI)
+            .args(["verify", "--backend", "local", "--versions", &version, "--topologies", "2", "--keys", "300"])
+            .args(["--stream-sessions", "50", "--shim", shim, "--mismatches"])
+            .arg(dir.join("mismatches.jsonl"))
+            .output()?;
+        std::fs::remove_dir_all(&dir)?;
+        Ok(out)
+    };
+    let out = verify(&format!("{CLI} shim"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("0 mismatches: the shim routes exactly like nginx"), "{text}");
+    let wrong = nginx_ketama_harness::testkit::TempFile::new(
+        "wrong_shim.py",
+        "import sys, json\npeers = []\nfor line in sys.stdin:\n    m = json.loads(line)\n    if m['op'] == 'upstream':\n        peers = m['peers']\n        out = {'ok': True}\n    elif m['op'] == 'reset':\n        out = {'ok': True}\n    else:\n        out = {'attempts': [peers[0]['address']], 'outcome': 'answered'}\n    print(json.dumps(out), flush=True)\n",
+    );
+    let out = verify(&format!("python3 {}", wrong.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("mismatches; all of them are in"), "{text}");
+    report(&format!("shim protocol on nginx {version}: the reference shim proven, a wrong shim caught"));
+    Ok(())
+}

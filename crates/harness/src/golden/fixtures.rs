@@ -1,0 +1,166 @@
+//! The language-neutral fixtures in `vectors/v1/` (Wycheproof style), generated from the records.
+
+use super::groups::{group_description, version_groups};
+use super::records::{PeerRecord, Record};
+use super::vocab::{BugType, Flag, Outcome, method_name, nginx_version};
+use nginx_ketama::upstream::Method;
+use nginx_ketama::version::NginxVersion;
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VectorFile<'a> {
+    schema: &'static str,
+    algorithm: &'static str,
+    format_version: u32,
+    number_of_tests: usize,
+    header: Vec<&'static str>,
+    notes: BTreeMap<&'static str, Note>,
+    test_groups: Vec<VectorGroup<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Note {
+    bug_type: BugType,
+    description: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VectorGroup<'a> {
+    name: String,
+    description: String,
+    source: Source<'a>,
+    method: &'static str,
+    stateful: bool,
+    upstream: &'a str,
+    peers: &'a [PeerRecord],
+    tests: Vec<VectorTest<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Source<'a> {
+    name: &'static str,
+    #[serde(serialize_with = "nginx_version::serialize_all")]
+    versions: Vec<NginxVersion>,
+    packages: Vec<&'a str>,
+    libc: Vec<&'a str>,
+    recorded: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VectorTest<'a> {
+    tc_id: usize,
+    comment: &'a str,
+    flags: Vec<Flag>,
+    key: Option<&'a str>,
+    key_hex: &'a str,
+    crc32: String,
+    attempts: Vec<&'a str>,
+    servers: Vec<&'a str>,
+    outcome: Outcome,
+    status: u16,
+}
+
+/// The header lines of every fixture file.
+pub const HEADER: &[&str] = &[
+    "Recorded from real nginx by scripts/record-vectors; DO NOT EDIT.",
+    "Generated from vectors/records/*.json (the single source of truth, written only by the recorder).",
+    "Regenerate: scripts/record-vectors (re-records from nginx) or scripts/record-vectors --offline (from records).",
+    "Each group ran as one nginx upstream with worker_processes 1, key $http_x_key, proxy_next_upstream error.",
+    "attempts = $upstream_addr split on \", \" (the upstream name, if nginx appended it, becomes outcome noLiveUpstreams).",
+    "stateful groups: replay tests in tcId order on ONE fresh worker; otherwise every test starts from a fresh worker.",
+    "All requests of a group happen within one fail_timeout: failed peers (max_fails > 0) stay failed.",
+    "See vectors/README.md.",
+];
+
+/// Generates the fixture files (`consistent.json`, `plain.json`) from records: file name → contents.
+pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
+    let mut files = BTreeMap::new();
+    for method in [Method::Consistent, Method::Plain] {
+        let mut groups = Vec::new();
+        let mut tc = 0;
+        for record in records.iter().filter(|r| r.method == method) {
+            let vgroups = version_groups(record);
+            let split = vgroups.len() > 1;
+            for g in &vgroups {
+                let run = g.runs[0];
+                let server_of = run.server_of();
+                let tests = record
+                    .keys
+                    .iter()
+                    .zip(&run.results)
+                    .map(|(k, r)| {
+                        tc += 1;
+                        let (attempts, outcome) = r.attempts();
+                        let mut flags: Vec<Flag> = record.flags.iter().chain(&k.flags).copied().collect();
+                        if attempts.len() > 1 {
+                            flags.push(Flag::Failover);
+                        }
+                        match outcome {
+                            Outcome::NoLiveUpstreams => flags.push(Flag::NoLiveUpstreams),
+                            Outcome::Failed => flags.push(Flag::AllFailed),
+                            Outcome::Answered => {}
+                        }
+                        if split {
+                            flags.push(Flag::VersionDependent);
+                        }
+                        // Flag's order is its names' order.
+                        flags.sort_unstable();
+                        flags.dedup();
+                        VectorTest {
+                            tc_id: tc,
+                            comment: &k.comment,
+                            flags,
+                            key: k.key.as_deref(),
+                            key_hex: &k.key_hex,
+                            crc32: format!("{:08x}", crc32fast::hash(&k.bytes())),
+                            servers: attempts.iter().map(|a| server_of.get(a).copied().unwrap_or("?")).collect(),
+                            attempts,
+                            outcome,
+                            status: r.status,
+                        }
+                    })
+                    .collect();
+                let name =
+                    if split { format!("{}@{}", record.case, g.versions_joined("+")) } else { record.case.clone() };
+                groups.push(VectorGroup {
+                    name,
+                    description: group_description(record, g, split),
+                    source: Source {
+                        name: "nginx",
+                        versions: g.versions(),
+                        packages: g.runs.iter().map(|r| r.package.as_str()).collect(),
+                        libc: g.runs.iter().map(|r| r.libc.as_str()).collect(),
+                        recorded: g.runs.iter().map(|r| r.recorded.as_str()).max().unwrap_or(""),
+                    },
+                    method: method_name(record.method),
+                    stateful: record.stateful,
+                    upstream: &record.upstream,
+                    peers: &run.peers,
+                    tests,
+                });
+            }
+        }
+        let used: BTreeSet<Flag> = groups.iter().flat_map(|g| g.tests.iter().flat_map(|t| t.flags.clone())).collect();
+        let notes =
+            used.iter().map(|&f| (f.name(), Note { bug_type: f.bug_type(), description: f.description() })).collect();
+        let file = VectorFile {
+            schema: "schema.json",
+            algorithm: "nginx-upstream-hash",
+            format_version: 1,
+            number_of_tests: tc,
+            header: HEADER.to_vec(),
+            notes,
+            test_groups: groups,
+        };
+        let mut text = serde_json::to_string_pretty(&file).expect("vectors serialize");
+        text.push('\n');
+        files.insert(format!("{}.json", method_name(method)), text);
+    }
+    files
+}

@@ -1,0 +1,56 @@
+//! Golden vectors: recording the [`super::catalog`] from real nginx, the records that are the single source
+//! of truth (`vectors/records/<case>.json`), and everything derived from them.
+//!
+//! One job per module:
+//!
+//! * [`vocab`]: the typed vocabulary of records and fixtures ([`Flag`], [`Outcome`], the one [`Observation`]
+//!   type, and the serde spellings of the library's `Method` and `NginxVersion`);
+//! * [`records`]: the on-disk record format, what a case alone determines ([`skeleton`]) and merging a new
+//!   recording into an old one;
+//! * [`record`]: running a case on one nginx (twice, to prove it stateless or deterministic);
+//! * [`groups`]: runs of a record grouped by the nginx versions that agree;
+//! * [`snapshots`]: the readable insta tables (`snapshots/catalog__<case>.snap`);
+//! * [`fixtures`]: the language-neutral fixtures (`vectors/v1/*.json`);
+//! * [`replay`](mod@replay): the offline replay against a `Model` (the library's `Worker`, or a deliberately broken one
+//!   in tests);
+//! * [`recorder`]: `nginx-ketama record-vectors`, the one command that writes records and fixtures.
+//!
+//! Only `scripts/record-vectors` writes records; the fixtures are regenerated from records by the same
+//! command (`--offline` skips nginx). Nothing here derives an expected result from this library.
+
+pub mod fixtures;
+pub mod groups;
+pub mod record;
+pub mod recorder;
+pub mod records;
+pub mod replay;
+pub mod snapshots;
+pub mod vocab;
+
+pub use fixtures::{HEADER, generate_vectors};
+pub use groups::{VersionGroup, version_groups};
+pub use record::{CatalogLock, libc_of, lock_catalog, peers_of, record_case, record_run, utc_today};
+pub use recorder::{RecordArgs, RecordStatus, record_vectors};
+pub use records::{
+    PeerRecord, Record, RecordKey, Run, load_records, merge, record_json, skeleton, to_hex, upstream_of_peers,
+};
+pub use replay::{LibraryReplayer, ReplayFailure, Replayer, replay};
+pub use snapshots::{render_snapshot, snapshot_name};
+pub use vocab::{BugType, Flag, Observation, Outcome, method_name};
+
+use std::path::PathBuf;
+
+/// Where the records live: `vectors/records/` in this repository.
+pub fn records_dir() -> PathBuf {
+    crate::repo_root().join("vectors/records")
+}
+
+/// Where the generated fixtures live: `vectors/v1/`.
+pub fn vectors_dir() -> PathBuf {
+    crate::repo_root().join("vectors/v1")
+}
+
+/// Where the readable snapshots live: `snapshots/`.
+pub fn snapshots_dir() -> PathBuf {
+    crate::repo_root().join("snapshots")
+}

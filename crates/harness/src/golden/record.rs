@@ -1,0 +1,211 @@
+//! Recording a catalog case on real nginx: start it (in its own network namespace) for the case's
+//! topology, send the keys, check that the recording is reproducible, and assemble the [`Record`].
+
+use super::super::backend::{Backend, Instance, log_tail};
+use super::super::catalog::{Case, UNIX_DIR};
+use super::super::client::pipeline;
+use super::super::install::Installation;
+use super::super::parity::{http_site, resolve_through_nginx};
+use super::super::topology::Topology;
+use super::records::{PeerRecord, Record, Run, skeleton};
+use super::snapshots::show;
+use super::vocab::Observation;
+use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
+
+/// Holds an exclusive lock while the catalog runs: its fixed addresses and socket paths cannot be shared
+/// by two recordings at once (the recorder and the live test). Released when dropped.
+#[derive(Debug)]
+pub struct CatalogLock(#[allow(dead_code)] std::fs::File);
+
+/// Waits for the catalog lock (`/tmp/nginx-ketama-catalog.lock`).
+///
+/// # Errors
+///
+/// The lock file cannot be opened.
+pub fn lock_catalog() -> Result<CatalogLock> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("nginx-ketama-catalog.lock"))
+        .context("opening the catalog lock")?;
+    // SAFETY: flock on a file descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        bail!("locking the catalog: {}", std::io::Error::last_os_error());
+    }
+    Ok(CatalogLock(f))
+}
+
+/// The C library an installation runs with, from its `packages.txt` (`libc6=2.36-9+deb12u14` →
+/// `glibc 2.36 (Debian 2.36-9+deb12u14)`).
+pub fn libc_of(install: &Installation) -> String {
+    let text = std::fs::read_to_string(install.dir.join("packages.txt")).unwrap_or_default();
+    match text.lines().find_map(|l| l.strip_prefix("libc6=")) {
+        Some(v) => format!("glibc {} (Debian {v})", v.split('-').next().unwrap_or(v)),
+        None => "unknown".to_string(),
+    }
+}
+
+/// Today's date in UTC, `YYYY-MM-DD`.
+pub fn utc_today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Starts nginx for `topology` and, if it uses hostnames, rewrites their endpoints in the order nginx's own
+/// resolver returned them (asked through probe upstreams in the same nginx).
+fn start(install: &Installation, topology: Topology) -> Result<(Box<dyn Instance>, Topology)> {
+    std::fs::create_dir_all(UNIX_DIR).with_context(|| format!("creating {UNIX_DIR}"))?;
+    // nginx never unlinks a socket file left by an earlier (killed) instance; the catalog lock makes these
+    // paths ours. The TCP addresses are nginx's alone: it runs in a network namespace of its own.
+    for e in std::fs::read_dir(UNIX_DIR)?.flatten() {
+        let _ = std::fs::remove_file(e.path());
+    }
+    let backend = Backend::Local(install.clone());
+    let probe = !topology.hosts.is_empty();
+    let instance = backend.start(&http_site(&topology, probe), backend.prefix()?)?;
+    let topology = if probe {
+        let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
+        topology.resolved(&resolution)
+    } else {
+        topology
+    };
+    Ok((instance, topology))
+}
+
+/// The peers of `topology` in nginx's list order.
+pub fn peers_of(topology: &Topology) -> Vec<PeerRecord> {
+    topology
+        .lines
+        .iter()
+        .flat_map(|l| {
+            l.endpoints.iter().map(move |e| PeerRecord {
+                server: l.server.clone(),
+                address: e.name.clone(),
+                weight: l.weight,
+                down: l.down,
+                backup: l.backup,
+                max_fails: l.max_fails,
+                fail_timeout: l.fail_timeout,
+                refuses: l.dead,
+            })
+        })
+        .collect()
+}
+
+fn send(instance: &dyn Instance, keys: &[Vec<u8>], logs: &dyn Fn() -> String) -> Result<Vec<Observation>> {
+    let responses = pipeline(instance.net(), instance.http_front(), keys, &mut |_| {})
+        .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&logs())))?;
+    responses
+        .into_iter()
+        .map(|r| {
+            Ok(Observation {
+                status: r.status,
+                upstream_addr: r.upstream_addr.context("a response without X-Upstream")?,
+            })
+        })
+        .collect()
+}
+
+/// Records one case on one nginx: keys in order on a fresh nginx; then, to prove the stateless claim, the
+/// keys in reverse order on another fresh nginx (a stateful case is recorded a second time in order, to
+/// prove it is deterministic). Any difference is an error.
+///
+/// # Errors
+///
+/// nginx failing to start or answer, an address that maps to two server strings, or results that differ
+/// between the two recordings.
+pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run> {
+    let keys: Vec<Vec<u8>> = case.keys.iter().map(|k| k.key.clone()).collect();
+    let once = |order_reversed: bool| -> Result<(Vec<PeerRecord>, Vec<Observation>)> {
+        let (instance, topology) = start(install, case.topology.clone())?;
+        let logs = || instance.logs();
+        let results = if order_reversed {
+            let rev: Vec<Vec<u8>> = keys.iter().rev().cloned().collect();
+            let mut r = send(instance.as_ref(), &rev, &logs)?;
+            r.reverse();
+            r
+        } else {
+            send(instance.as_ref(), &keys, &logs)?
+        };
+        Ok((peers_of(&topology), results))
+    };
+    let (peers, results) = once(false).with_context(|| format!("case {} on nginx {}", case.name, install.version))?;
+    let (peers2, results2) =
+        once(!case.stateful).with_context(|| format!("case {} on nginx {} (2nd)", case.name, install.version))?;
+    if peers != peers2 {
+        bail!("case {}: nginx {} resolved the peers differently on two starts", case.name, install.version);
+    }
+    let order = if case.stateful { "a second time in order" } else { "in reverse order" };
+    for (i, (a, b)) in results.iter().zip(&results2).enumerate() {
+        if a != b {
+            bail!(
+                "case {} on nginx {}: key #{} ({}) gave {:?} in order but {:?} {order}; the case is {} — fix the \
+                 catalog",
+                case.name,
+                install.version,
+                i + 1,
+                show(&keys[i]),
+                a,
+                b,
+                if case.stateful { "not deterministic" } else { "not stateless" }
+            );
+        }
+    }
+    let mut by_addr: BTreeMap<&str, &str> = BTreeMap::new();
+    for p in &peers {
+        if let Some(prev) = by_addr.insert(&p.address, &p.server)
+            && prev != p.server
+        {
+            bail!("case {}: address {} belongs to {prev:?} and {:?}", case.name, p.address, p.server);
+        }
+    }
+    for r in &results {
+        for a in r.attempts().0 {
+            if !by_addr.contains_key(a) {
+                bail!("case {}: nginx tried {a}, which is no configured peer ({})", case.name, r.upstream_addr);
+            }
+        }
+    }
+    Ok(Run {
+        nginx: install.version,
+        package: install.package.clone(),
+        libc: libc_of(install),
+        recorded: date.to_string(),
+        peers,
+        results,
+    })
+}
+
+/// Records `case` on every installation and assembles its record.
+///
+/// # Errors
+///
+/// See [`record_run`].
+pub fn record_case(installs: &[Installation], case: &Case, date: &str) -> Result<Record> {
+    let runs = installs.iter().map(|i| record_run(i, case, date)).collect::<Result<Vec<_>>>()?;
+    Ok(Record { runs, ..skeleton(case) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn date_shape() {
+        let d = utc_today();
+        assert_eq!(d.len(), 10);
+        assert!(d.starts_with("20"));
+    }
+}

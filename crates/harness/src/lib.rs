@@ -1,0 +1,41 @@
+//! The live conformance harness: real nginx on one side, this library on the other, the same requests
+//! sent to both, and every `$upstream_addr` compared.
+//!
+//! * [`install`] finds the nginx builds `scripts/provision-nginx` unpacked from Debian's packages.
+//! * [`backend`] runs one as a local process ([`local`], in a network namespace of its own: [`netns`]) or in
+//!   a container (testcontainers).
+//! * [`topology`] generates random upstreams in every legal `server` spelling; [`site`] renders them with
+//!   echo listeners inside the same nginx.
+//! * [`parity`] plans request sequences (random keys, the empty key, and [`forge`]d keys at both ends of
+//!   every ring arc), sends them pipelined on one connection ([`client`]) and compares them with the
+//!   per-worker simulator; [`stream`] does the same for the stream module.
+//! * [`shim`] drives any implementation through a line protocol instead of the library.
+//! * [`sweep`] runs many topologies per version (the CLI's `verify` drives it); [`testkit`] holds what the
+//!   integration tests share.
+//! * [`catalog`] names the golden-vector cases; [`golden`] records them from nginx and derives the
+//!   snapshots, the fixtures in `vectors/v1/` and the offline replay.
+
+pub mod backend;
+pub mod catalog;
+pub mod cleanup;
+pub mod client;
+pub mod forge;
+pub mod golden;
+pub mod install;
+pub mod local;
+pub mod netns;
+pub mod parity;
+pub mod shim;
+pub mod site;
+pub mod stream;
+pub mod sweep;
+pub mod testkit;
+pub mod topology;
+
+use std::path::{Path, PathBuf};
+
+/// The repository this harness was built from: where `nginx/`, `vectors/`, `snapshots/` and `.nginx/` live.
+pub fn repo_root() -> PathBuf {
+    let harness = Path::new(env!("CARGO_MANIFEST_DIR"));
+    harness.parent().and_then(Path::parent).unwrap_or(harness).to_path_buf()
+}

@@ -1,0 +1,470 @@
+//! A parity sweep: many random topologies × keys × nginx versions, with a readable summary.
+
+use super::backend::Backend;
+use super::golden::Observation;
+use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions};
+use super::shim::ShimModel;
+use super::stream;
+use super::topology::{Capabilities, Resolution, Topology, TopologyOptions};
+use anyhow::{Context, Result, bail};
+use nginx_ketama::upstream::Method;
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// What a sweep does.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Master seed; topology `i` uses [`topology_seed`]`(seed, i)`.
+    pub seed: u64,
+    /// Topologies per version.
+    pub topologies: usize,
+    /// Only this topology index (replaying a mismatch).
+    pub only: Option<usize>,
+    /// Random keys per topology.
+    pub keys: usize,
+    /// Forge keys at both ends of every arc.
+    pub prove_ring: bool,
+    /// Stream sessions per version (local backends only; 0 to skip).
+    pub stream_sessions: usize,
+    /// The `nginx-ketama` executable, used to resolve hostnames inside nginx's hosts namespace. Without it,
+    /// topologies use no hostnames.
+    pub resolver_exe: Option<PathBuf>,
+    /// Topology generator limits.
+    pub topology: TopologyOptions,
+    /// Prove this shim command (`ports/SHIM.md`) instead of the library.
+    pub shim: Option<String>,
+}
+
+impl Default for SweepOptions {
+    fn default() -> Self {
+        SweepOptions {
+            seed: 2026,
+            topologies: 8,
+            only: None,
+            keys: 3000,
+            prove_ring: true,
+            stream_sessions: 300,
+            resolver_exe: None,
+            topology: TopologyOptions::default(),
+            shim: None,
+        }
+    }
+}
+
+/// The seed of topology `index` in a sweep seeded with `seed`.
+pub fn topology_seed(seed: u64, index: usize) -> u64 {
+    seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(index as u64 + 1)
+}
+
+/// A mismatch with everything needed to replay it.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// nginx version.
+    pub version: String,
+    /// Backend description.
+    pub backend: String,
+    /// Topology index within the sweep.
+    pub topology: usize,
+    /// The topology's seed.
+    pub topology_seed: u64,
+    /// The rendered upstream block.
+    pub upstream_block: String,
+    /// The difference.
+    pub mismatch: Mismatch,
+    /// The command that runs this topology again.
+    pub replay: String,
+}
+
+/// A topology (or the stream check) the harness could not run to the end: nginx did not start or answer,
+/// a socket failed. Not a mismatch, and never a pass.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// nginx version.
+    pub version: String,
+    /// Backend description.
+    pub backend: String,
+    /// Topology index within the sweep; `None` for the stream check.
+    pub topology: Option<usize>,
+    /// The topology's seed.
+    pub topology_seed: u64,
+    /// What went wrong, with the last lines of nginx's error log (see [`super::backend::log_tail`]).
+    pub cause: String,
+    /// The command that runs this topology again.
+    pub replay: String,
+}
+
+/// The `nginx-ketama verify` command line that runs topology `index` (or, with `None`, the stream check) of
+/// this sweep again on `backend`.
+pub fn replay_command(backend: &Backend, options: &SweepOptions, index: Option<usize>) -> String {
+    let defaults = SweepOptions::default();
+    let mut cmd = format!(
+        "nginx-ketama verify --backend {} --versions {} --seed {} --keys {}",
+        backend.kind(),
+        backend.version(),
+        options.seed,
+        options.keys
+    );
+    if let Some(shim) = &options.shim {
+        cmd.push_str(&format!(" --shim '{}'", shim.replace('\'', r"'\''")));
+    }
+    if options.topology.max_servers != defaults.topology.max_servers {
+        cmd.push_str(&format!(" --max-servers {}", options.topology.max_servers));
+    }
+    if !options.prove_ring {
+        cmd.push_str(" --no-ring-proof");
+    }
+    match index {
+        Some(i) => cmd.push_str(&format!(" --only {i}")),
+        None => cmd.push_str(&format!(" --topologies 0 --stream-sessions {}", options.stream_sessions)),
+    }
+    cmd
+}
+
+/// Totals for one nginx version.
+#[derive(Debug, Clone, Default)]
+pub struct VersionReport {
+    /// nginx version.
+    pub version: String,
+    /// Backend description.
+    pub backend: String,
+    /// Topologies run.
+    pub topologies: usize,
+    /// Of which consistent.
+    pub consistent: usize,
+    /// Requests compared (all sequential and stateful).
+    pub requests: usize,
+    /// Requests with at least one retry.
+    pub failovers: usize,
+    /// Empty-key (round-robin) requests.
+    pub round_robin: usize,
+    /// Arcs proven at both ends.
+    pub arcs_proven: usize,
+    /// Stream sessions compared.
+    pub stream_sessions: usize,
+    /// Server spellings exercised.
+    pub spellings: BTreeSet<String>,
+    /// Everything that differed.
+    pub findings: Vec<Finding>,
+    /// Everything the harness could not run.
+    pub faults: Vec<Fault>,
+    /// Time spent in request/response exchange.
+    pub elapsed: Duration,
+}
+
+impl VersionReport {
+    /// Whether this report proves anything: something compared, nothing differed, no faults.
+    pub fn proven(&self) -> bool {
+        self.findings.is_empty() && self.faults.is_empty() && self.requests + self.stream_sessions > 0
+    }
+
+    /// Requests per second against nginx.
+    pub fn rate(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Something to show while a sweep runs.
+#[derive(Debug, Clone)]
+pub enum Event<'a> {
+    /// A topology is starting: (version, index, description, planned requests).
+    Topology(&'a str, usize, String, usize),
+    /// Requests done within the current topology.
+    Requests(usize),
+    /// A topology finished with this many mismatches.
+    Done(usize),
+    /// The harness could not run this topology (see [`Fault`]).
+    Fault(usize),
+}
+
+/// Resolves `names` the way nginx will see them: our resolver run in the same kind of private namespaces the
+/// local backend starts nginx in, with `hosts` over `/etc/hosts`.
+pub fn resolve_in_namespace(exe: &Path, hosts: &str, names: &[String]) -> Result<Resolution> {
+    let dir = super::local::fresh_prefix()?;
+    let file = dir.join("hosts");
+    std::fs::write(&file, hosts)?;
+    let out = super::netns::isolated_command(exe, Some(&file))
+        .map(|mut cmd| cmd.arg("resolve-hosts").args(names).output())
+        .and_then(|r| r);
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = out.context("running the resolver helper")?;
+    if !out.status.success() {
+        bail!("resolver helper failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let mut it = l.split_whitespace();
+            let name = it.next().context("empty line")?.to_string();
+            let ips = it.map(|ip| ip.parse().context("bad address")).collect::<Result<Vec<IpAddr>>>()?;
+            Ok((name, ips))
+        })
+        .collect()
+}
+
+/// Generates topology `index` for `backend`, with hostnames resolved as nginx will resolve them.
+pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, unix_dir: &str) -> Result<Topology> {
+    let mut caps: Capabilities = backend.capabilities(unix_dir);
+    // A container reports its own resolver's order (see `parity::start`); a local nginx needs our resolver
+    // run in its hosts namespace.
+    let local = matches!(backend, Backend::Local(_));
+    caps.hostnames &= !local || options.resolver_exe.is_some();
+    let mut t = Topology::random(topology_seed(options.seed, index), &options.topology, &caps);
+    if local && !t.hosts.is_empty() {
+        let exe = options.resolver_exe.as_deref().expect("hostnames need the resolver");
+        let resolution = resolve_in_namespace(exe, &t.hosts_file(), &t.hostnames())?;
+        t = t.resolved(&resolution);
+    }
+    Ok(t)
+}
+
+/// Runs the sweep on one backend. A topology the harness cannot run is a [`Fault`] in the report, a
+/// difference a [`Finding`]; neither stops the sweep.
+pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnMut(Event<'_>)) -> VersionReport {
+    let version = backend.version();
+    let mut report =
+        VersionReport { version: version.to_string(), backend: backend.describe(), ..VersionReport::default() };
+    let indexes: Vec<usize> = match options.only {
+        Some(i) => vec![i],
+        None => (0..options.topologies).collect(),
+    };
+    for index in indexes {
+        let seed = topology_seed(options.seed, index);
+        if let Err(e) = run_topology(backend, options, index, &mut report, on) {
+            on(Event::Fault(index));
+            report.faults.push(Fault {
+                version: report.version.clone(),
+                backend: report.backend.clone(),
+                topology: Some(index),
+                topology_seed: seed,
+                cause: format!("{e:#}"),
+                replay: replay_command(backend, options, Some(index)),
+            });
+        }
+    }
+    if options.stream_sessions > 0 && matches!(backend, Backend::Local(_)) && options.only.is_none() {
+        stream_into(backend, options, &mut report);
+    }
+    report
+}
+
+/// Runs the stream check on `backend` and adds its sessions, mismatches or fault to `report`.
+pub fn stream_into(backend: &Backend, options: &SweepOptions, report: &mut VersionReport) {
+    match stream_check(backend, options) {
+        Ok((sessions, findings)) => {
+            report.stream_sessions = sessions;
+            report.findings.extend(findings);
+        }
+        Err(e) => report.faults.push(Fault {
+            version: report.version.clone(),
+            backend: format!("{} (stream)", backend.describe()),
+            topology: None,
+            topology_seed: topology_seed(options.seed, STREAM_INDEX),
+            cause: format!("{e:#}"),
+            replay: replay_command(backend, options, None),
+        }),
+    }
+}
+
+/// Source ports the stream check binds on `127.0.0.1`.
+pub const CLIENT_PORTS: std::ops::Range<u16> = 20000..32000;
+const _: () = assert!(CLIENT_PORTS.end <= *super::netns::EPHEMERAL_PORTS.start());
+
+/// The index whose seed the stream check's topology uses.
+const STREAM_INDEX: usize = usize::MAX / 2;
+
+/// Runs topology `index` and adds what it compared to `report`.
+fn run_topology(
+    backend: &Backend,
+    options: &SweepOptions,
+    index: usize,
+    report: &mut VersionReport,
+    on: &mut dyn FnMut(Event<'_>),
+) -> Result<()> {
+    let version = backend.version();
+    // Unix sockets live in a fresh short directory per topology.
+    let unix_dir = super::local::fresh_prefix()?.display().to_string();
+    let result = (|| {
+        let session =
+            parity::start(backend, topology_for(backend, options, index, &unix_dir)?).context("starting nginx")?;
+        let topology = session.topology().clone();
+        let upstream = topology.upstream(version)?;
+        let plan = parity::plan(
+            &upstream,
+            topology.seed,
+            &PlanOptions {
+                random_keys: options.keys,
+                empty_keys: options.keys / 50,
+                prove_ring: options.prove_ring && topology.method == Method::Consistent,
+            },
+        );
+        let label = match upstream.ring() {
+            Some(ring) => format!("{} servers, consistent, {} points", topology.lines.len(), ring.len()),
+            None => format!("{} servers, plain", topology.lines.len()),
+        };
+        on(Event::Topology(&report.version, index, label, plan.requests.len()));
+        let run = match &options.shim {
+            None => {
+                session.run(&plan, &mut LibraryModel::new(&upstream, &topology), &mut |n| on(Event::Requests(n)))?
+            }
+            Some(command) => {
+                let mut model = ShimModel::start(command, &topology, version)?;
+                let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)))?;
+                if let Some(e) = model.take_failure() {
+                    return Err(e);
+                }
+                run
+            }
+        };
+        anyhow::Ok((topology, plan, run))
+    })();
+    let _ = std::fs::remove_dir_all(&unix_dir);
+    let (topology, plan, run) = result?;
+    on(Event::Done(run.mismatches.len()));
+    report.topologies += 1;
+    report.consistent += usize::from(topology.method == Method::Consistent);
+    report.requests += run.requests;
+    report.failovers += run.failovers;
+    report.round_robin += plan.requests.iter().filter(|r| r.kind == KeyKind::Empty).count();
+    report.arcs_proven += run.arcs_proven;
+    report.elapsed += run.elapsed;
+    report.spellings.extend(topology.spellings().iter().map(|s| format!("{s:?}")));
+    let block = topology.upstream_block(super::site::HTTP_KEY, true);
+    let replay = replay_command(backend, options, Some(index));
+    report.findings.extend(run.mismatches.into_iter().map(|mismatch| Finding {
+        version: report.version.clone(),
+        backend: report.backend.clone(),
+        topology: index,
+        topology_seed: topology.seed,
+        upstream_block: block.clone(),
+        mismatch,
+        replay: replay.clone(),
+    }));
+    Ok(())
+}
+
+/// One stream topology (IPv4 and unix spellings, since stream `server` lines need ports) checked with
+/// client-chosen source ports.
+///
+/// # Errors
+///
+/// nginx failing to start or the stream log not appearing.
+pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize, Vec<Finding>)> {
+    let unix_dir = super::local::fresh_prefix()?.display().to_string();
+    let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: Some(unix_dir.clone()) };
+    let seed = topology_seed(options.seed, STREAM_INDEX);
+    let topo_opts = TopologyOptions { max_servers: 20, ..options.topology.clone() };
+    let topology = Topology::random(seed, &topo_opts, &caps);
+    let upstream = topology.upstream(backend.version())?;
+    let mut library = LibraryModel::new(&upstream, &topology);
+    let mut shim = match &options.shim {
+        Some(command) => Some(ShimModel::start(command, &topology, backend.version())?),
+        None => None,
+    };
+    let model: &mut dyn parity::Model = match &mut shim {
+        Some(s) => s,
+        None => &mut library,
+    };
+    // Distinct source ports on 127.0.0.1 (which no topology uses), in random order, outside the ephemeral
+    // range the kernel hands out.
+    let mut ports: Vec<u16> = CLIENT_PORTS.collect();
+    ports.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
+    ports.truncate(options.stream_sessions);
+    let result = stream::run_stream(backend, &topology, &ports, model);
+    if let Some(e) = shim.as_mut().and_then(ShimModel::take_failure) {
+        return Err(e);
+    }
+    let _ = std::fs::remove_dir_all(&unix_dir);
+    let report = result.context("stream check")?;
+    let block = topology.upstream_block(super::site::STREAM_KEY, false);
+    let replay = replay_command(backend, options, None);
+    let findings = report
+        .mismatches
+        .into_iter()
+        .enumerate()
+        .map(|(index, (port, expected, actual))| Finding {
+            version: backend.version().to_string(),
+            backend: format!("{} (stream)", backend.describe()),
+            topology: usize::MAX,
+            topology_seed: seed,
+            upstream_block: block.clone(),
+            mismatch: Mismatch {
+                index,
+                key: port.to_string().into_bytes(),
+                kind: KeyKind::Random,
+                expected: Observation { status: 0, upstream_addr: expected },
+                actual: Observation { status: 0, upstream_addr: actual },
+            },
+            replay: replay.clone(),
+        })
+        .collect();
+    Ok((report.sessions, findings))
+}
+
+impl VersionReport {
+    /// The summary table, one row per nginx version.
+    pub fn table(reports: &[VersionReport]) -> String {
+        let mut out = format!(
+            "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>7} {:>9}\n",
+            "nginx",
+            "backend",
+            "topologies",
+            "requests",
+            "arcs proven",
+            "failovers",
+            "rr/empty",
+            "stream",
+            "mismatches",
+            "faults",
+            "req/s"
+        );
+        for r in reports {
+            out.push_str(&format!(
+                "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>7} {:>9.0}\n",
+                r.version,
+                r.backend.split_whitespace().next().unwrap_or(""),
+                format!("{} ({}c)", r.topologies, r.consistent),
+                r.requests,
+                r.arcs_proven,
+                r.failovers,
+                r.round_robin,
+                r.stream_sessions,
+                r.findings.len(),
+                r.faults.len(),
+                r.rate()
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::install::Installation;
+
+    #[test]
+    fn replay_commands_name_every_option_that_changes_the_topology() {
+        let backend = Backend::Local(Installation {
+            version: "1.26.3".parse().unwrap(),
+            package: "1.26.3-3".into(),
+            dir: "/nowhere".into(),
+        });
+        let mut options = SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() };
+        assert_eq!(
+            replay_command(&backend, &options, Some(3)),
+            "nginx-ketama verify --backend local --versions 1.26.3 --seed 7 --keys 100 --only 3"
+        );
+        options.topology.max_servers = 9;
+        options.prove_ring = false;
+        assert_eq!(
+            replay_command(&backend, &options, None),
+            "nginx-ketama verify --backend local --versions 1.26.3 --seed 7 --keys 100 --max-servers 9 \
+             --no-ring-proof --topologies 0 --stream-sessions 300"
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! What the workspace's integration tests share: the live report `scripts/test` prints at the end of a
+//! run, the `NGINX_PARITY=require` switch, insta settings for `snapshots/`, and running a command with
+//! bytes on its stdin. Test support, not stable API.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+/// `target/nginx-ketama/live-report.txt` (or under `$CARGO_TARGET_DIR`).
+pub fn report_path() -> PathBuf {
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| crate::repo_root().join("target"));
+    target.join("nginx-ketama/live-report.txt")
+}
+
+/// Prints `text` and appends it to the live report, so a passing run still shows what it verified.
+pub fn report(text: &str) {
+    eprintln!("{text}");
+    let path = report_path();
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+        let _ = writeln!(f, "{}", text.trim_end());
+    }
+}
+
+/// `NGINX_PARITY=require` (set by `.ci/run`): a live test that cannot run fails instead of skipping.
+pub fn parity_required() -> bool {
+    std::env::var("NGINX_PARITY").is_ok_and(|v| v == "require")
+}
+
+/// Skips a live test with a loud `SKIP:` line in the report, or fails under `NGINX_PARITY=require`.
+pub fn skip(why: &str) {
+    assert!(!parity_required(), "NGINX_PARITY=require but {why}");
+    report(&format!("SKIP: {why} (set NGINX_PARITY=require to make this a failure)"));
+}
+
+/// insta settings for the committed snapshots in `snapshots/` (no module prefix, no expression).
+pub fn snapshot_settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    s.set_snapshot_path(crate::golden::snapshots_dir());
+    s.set_prepend_module_to_snapshot(false);
+    s.set_omit_expression(true);
+    s
+}
+
+/// Runs `cmd` with `input` on its stdin (written from a thread, so a large input cannot deadlock against
+/// a full stdout pipe) and collects its status, stdout and stderr. A failed write (the command exited
+/// without reading everything) is left to the caller to see in the status and stderr.
+pub fn run_with_stdin(mut cmd: Command, input: &[u8]) -> std::io::Result<Output> {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output()?;
+    writer.join().expect("the stdin writer does not panic");
+    Ok(out)
+}
+
+/// A file alone in a fresh temporary directory; both are removed when it is dropped. Dereferences to the
+/// file's path.
+#[derive(Debug)]
+pub struct TempFile {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TempFile {
+    /// Writes `contents` to a file called `name` in a new temporary directory.
+    ///
+    /// # Panics
+    ///
+    /// The directory or the file cannot be made (a test setup failure).
+    pub fn new(name: &str, contents: impl AsRef<[u8]>) -> TempFile {
+        let dir = tempfile::Builder::new().prefix("nk-test-").tempdir().expect("a temporary directory");
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).expect("writing a temporary file");
+        TempFile { path, _dir: dir }
+    }
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::path::Path> for TempFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
