@@ -1,6 +1,6 @@
 //! The language-neutral fixtures in `vectors/v1/` (Wycheproof style), generated from the records.
 
-use super::groups::{group_description, split_of, version_groups};
+use super::groups::{group_description, group_name, split_of, version_groups};
 use super::records::{PeerRecord, Record};
 use super::vocab::{BugType, Flag, Outcome, method_name, nginx_version};
 use nginx_ketama::upstream::Method;
@@ -35,6 +35,9 @@ struct VectorGroup<'a> {
     source: Source<'a>,
     method: &'static str,
     libc: Vec<&'static str>,
+    /// The routing rules every version of the group follows (a rule its versions differ on is left out:
+    /// their recordings agree, so the rule does not decide any of the group's tests).
+    rules: BTreeMap<&'static str, &'static str>,
     stateful: bool,
     upstream: &'a str,
     peers: &'a [PeerRecord],
@@ -78,6 +81,21 @@ pub const HEADER: &[&str] = &[
     "All requests of a group happen within one fail_timeout: failed peers (max_fails > 0) stay failed.",
     "See vectors/README.md.",
 ];
+
+/// The routing rules on which all of `versions` agree, by name.
+fn shared_rules(versions: &[NginxVersion]) -> BTreeMap<&'static str, &'static str> {
+    let mut all = versions.iter().map(|v| v.rules().routing());
+    let Some(first) = all.next() else { return BTreeMap::new() };
+    let mut shared: BTreeMap<&'static str, &'static str> = first.into_iter().collect();
+    for other in all {
+        for (name, value) in other {
+            if shared.get(name) != Some(&value) {
+                shared.remove(name);
+            }
+        }
+    }
+    shared
+}
 
 /// Generates the fixture files (`consistent.json`, `plain.json`) from records: file name → contents.
 pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
@@ -130,11 +148,7 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                         }
                     })
                     .collect();
-                let name = if split.any() {
-                    format!("{}@{}", record.case, g.versions_joined("+"))
-                } else {
-                    record.case.clone()
-                };
+                let name = group_name(record, g, split);
                 groups.push(VectorGroup {
                     name,
                     description: group_description(record, g, split),
@@ -147,6 +161,7 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                     },
                     method: method_name(record.method),
                     libc: g.libcs().into_iter().map(|l| l.as_str()).collect(),
+                    rules: shared_rules(&g.versions()),
                     stateful: record.stateful,
                     upstream: &record.upstream,
                     peers: &run.peers,

@@ -84,6 +84,21 @@ pub fn split_of(groups: &[VersionGroup<'_>]) -> Split {
     split
 }
 
+/// The name of `group` in the fixtures: the case, plus `@` and its builds' labels when the record splits
+/// (`plain-one-primary-backups@1.30.6`, `collision-order-ab@1.26.3-musl`).
+pub fn group_name(record: &Record, group: &VersionGroup<'_>, split: Split) -> String {
+    if split.any() { format!("{}@{}", record.case, group.versions_joined("+")) } else { record.case.clone() }
+}
+
+/// The group holding `record`'s first run recorded with glibc, and its fixture name (`None` without one).
+pub fn glibc_group(record: &Record) -> Option<(String, &Run)> {
+    let groups = version_groups(record);
+    let split = split_of(&groups);
+    let group = groups.iter().find(|g| g.libcs().contains(&Libc::Glibc))?;
+    let run = *group.runs.iter().find(|r| r.c_library() == Libc::Glibc)?;
+    Some((group_name(record, group, split), run))
+}
+
 /// A group's description: the case's, plus the explanation of each way the builds disagree.
 pub(crate) fn group_description(record: &Record, group: &VersionGroup<'_>, split: Split) -> String {
     if !split.any() {
