@@ -73,5 +73,5 @@ struct ReadmeExamples;
 pub use ring::{Point, Ring, RingError};
 pub use server::Server;
 pub use upstream::{List, Method, Peer, PeerId, Route, Upstream, UpstreamBuilder, UpstreamError};
-pub use version::NginxVersion;
+pub use version::{Libc, NginxVersion};
 pub use worker::{Outcome, Status, Worker};

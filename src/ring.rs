@@ -2,13 +2,17 @@
 //!
 //! Built exactly like nginx's `ngx_http_upstream_update_chash`: every peer of the primary list contributes
 //! `160 × weight` points, chained CRC32 over its server string's `host ‖ 0x00 ‖ port ‖ le32(prev)`, sorted
-//! stably by hash, and of equal hashes only the first generated point survives (glibc's stable `qsort`).
-//! A key lands on the first point whose hash is `≥ crc32(key)`, wrapping to point 0 past the end.
+//! by hash with the C library's `qsort`, and of equal hashes only the point that sort leaves first survives:
+//! the first generated one with glibc's stable sort, the one a model of musl's smoothsort computes with
+//! musl ([`Libc`], algorithm §3.2). A key lands on the first point whose hash is `≥ crc32(key)`, wrapping to
+//! point 0 past the end.
 
 use crate::server::Server;
+use crate::version::Libc;
 use std::collections::HashMap;
 use std::fmt;
 
+mod musl_qsort;
 #[cfg(any(test, feature = "reference"))]
 pub mod reference;
 
@@ -146,7 +150,8 @@ impl Owners {
 }
 
 impl Ring {
-    /// Builds the ring from peers in list order: `(server string, weight)`.
+    /// Builds the ring from peers in list order: `(server string, weight)`, as nginx built with glibc does
+    /// ([`Libc::Glibc`]; see [`Ring::with_libc`]).
     ///
     /// Peers sharing a server string share points (only the extra points of a heavier duplicate are new).
     ///
@@ -154,6 +159,35 @@ impl Ring {
     ///
     /// [`RingError::ZeroWeight`] for a weight of 0, [`RingError::TooLarge`] above [`MAX_POINTS`].
     pub fn new<'a, I>(peers: I) -> Result<Ring, RingError>
+    where
+        I: IntoIterator<Item = (&'a Server, u32)>,
+    {
+        Ring::with_libc(Libc::Glibc, peers)
+    }
+
+    /// Builds the ring from peers in list order, as nginx built against `libc` does: the C library's
+    /// `qsort` decides which of two points with the same hash survives (algorithm §3.2).
+    ///
+    /// # Errors
+    ///
+    /// [`RingError::ZeroWeight`] for a weight of 0, [`RingError::TooLarge`] above [`MAX_POINTS`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::{Libc, Ring, Server};
+    ///
+    /// // Point #45 of 127.0.0.1:20195 and point #109 of 127.0.0.1:20412 share the hash 0x32a8f0fa
+    /// // (algorithm §11 F; both outcomes recorded from nginx built with each C library).
+    /// let servers = [Server::new("127.0.0.1:20195"), Server::new("127.0.0.1:20412")];
+    /// let glibc = Ring::with_libc(Libc::Glibc, servers.iter().map(|s| (s, 1)))?;
+    /// let musl = Ring::with_libc(Libc::Musl, servers.iter().map(|s| (s, 1)))?;
+    /// let owner = |r: &Ring| r.point(r.locate(0x32a8f0fa)).server.as_str().to_string();
+    /// assert_eq!(owner(&glibc), "127.0.0.1:20195"); // stable: the first generated point
+    /// assert_eq!(owner(&musl), "127.0.0.1:20412"); // musl's smoothsort leaves the other one first
+    /// # Ok::<(), nginx_ketama::RingError>(())
+    /// ```
+    pub fn with_libc<'a, I>(libc: Libc, peers: I) -> Result<Ring, RingError>
     where
         I: IntoIterator<Item = (&'a Server, u32)>,
     {
@@ -177,6 +211,8 @@ impl Ring {
         let mut servers: Vec<Server> = Vec::new();
         let mut chains: Vec<Chain> = Vec::new();
         let mut segments: Vec<Segment> = Vec::new();
+        // Per peer, its chain and how many of its points it generates (what nginx puts in the array).
+        let mut generated: Vec<(usize, u32)> = Vec::with_capacity(peers.len());
         for (server, weight) in peers {
             let c = *chain_of.entry(server).or_insert_with(|| {
                 servers.push(server.clone());
@@ -189,6 +225,7 @@ impl Ring {
                 chains.len() - 1
             });
             let wanted = weight * POINTS_PER_WEIGHT;
+            generated.push((c, wanted));
             if wanted > chains[c].len {
                 segments.push(Segment { chain: c as u32, from: chains[c].len, to: wanted });
                 chains[c].len = wanted;
@@ -197,13 +234,18 @@ impl Ring {
 
         // Every point, packed as `hash << 32 | segment`.
         let mut points = generate(&chains, &segments);
-        // Ordered by (hash, segment): among equal hashes the earliest generated point comes first, exactly as
-        // nginx's stable sort leaves them, and dedup keeps it (algorithm §3.2). Two points of one segment that
-        // share a hash share their owner too, so their order does not matter.
-        sort_points(&mut points);
-        points.dedup_by_key(|p| *p >> 32);
-        for p in &mut points {
-            *p = *p & !0xffff_ffff | u64::from(segments[*p as u32 as usize].chain);
+        match libc {
+            Libc::Glibc => {
+                // Ordered by (hash, segment): among equal hashes the earliest generated point comes first,
+                // exactly as nginx's stable sort leaves them, and dedup keeps it (algorithm §3.2). Two points
+                // of one segment that share a hash share their owner too, so their order does not matter.
+                sort_points(&mut points);
+                points.dedup_by_key(|p| *p >> 32);
+                for p in &mut points {
+                    *p = *p & !0xffff_ffff | u64::from(segments[*p as u32 as usize].chain);
+                }
+            }
+            Libc::Musl => points = musl_points(&points, &chains, &generated),
         }
         Ok(Ring::from_sorted(&points, servers))
     }
@@ -401,6 +443,31 @@ fn generate(chains: &[Chain], segments: &[Segment]) -> Vec<u64> {
     points
 }
 
+/// The ring's points as nginx built against musl leaves them, packed as `hash << 32 | chain`, from
+/// `chained` (every chain's points, chain after chain, as [`generate`] lays them out).
+///
+/// musl's `qsort` is not stable, so where equal hashes end up depends on every element of the array it
+/// sorts: the array is rebuilt exactly as nginx fills it (each peer in list order generates its string's
+/// first `160 × weight` points, duplicates of an earlier string included), sorted by the model of musl's
+/// smoothsort comparing hashes only, and the first of each run of equal hashes is kept (algorithm §3.2).
+fn musl_points(chained: &[u64], chains: &[Chain], generated: &[(usize, u32)]) -> Vec<u64> {
+    let mut start = Vec::with_capacity(chains.len());
+    let mut sum = 0;
+    for chain in chains {
+        start.push(sum);
+        sum += chain.len as usize;
+    }
+    let total: usize = generated.iter().map(|&(_, n)| n as usize).sum();
+    let mut points = Vec::with_capacity(total);
+    for &(c, n) in generated {
+        let tag = c as u64;
+        points.extend(chained[start[c]..start[c] + n as usize].iter().map(|&p| p & !0xffff_ffff | tag));
+    }
+    musl_qsort::sort_by(&mut points, |a, b| (a >> 32).cmp(&(b >> 32)));
+    points.dedup_by_key(|p| *p >> 32);
+    points
+}
+
 /// `L` chains side by side: `(crc32 of the chain's base, tag, output)`, each output filled with its chain.
 fn fill_lanes<const L: usize>(mut jobs: [&mut (u32, u64, &mut [u64]); L]) {
     let common = jobs.iter().map(|job| job.2.len()).min().unwrap_or(0);
@@ -594,6 +661,20 @@ mod tests {
         }
     }
 
+    /// The same collision under musl: its smoothsort leaves the *later* generated point first in both line
+    /// orders, so the second listed server keeps it (observed on the musl build of nginx 1.26.3, key `k261`;
+    /// also in the golden vectors' musl groups).
+    #[test]
+    fn musl_collision_keeps_the_point_its_sort_leaves_first() {
+        for (first, second) in [("127.0.0.1:20195", "127.0.0.1:20412"), ("127.0.0.1:20412", "127.0.0.1:20195")] {
+            let servers = [Server::new(first), Server::new(second)];
+            let r = Ring::with_libc(Libc::Musl, servers.iter().map(|s| (s, 1))).unwrap();
+            assert_eq!(r.len(), 319);
+            assert_eq!(r.point(r.locate(0x32a8f0fa)).server.as_str(), second);
+            assert_eq!(r.owner(b"k261").unwrap().as_str(), second);
+        }
+    }
+
     /// A collision between point #67 of `127.0.0.1:20017` and point #214 of `127.0.0.1:20253`: which one
     /// survives depends on generation order (list order, chain by chain), not on which server appeared first.
     /// With `a:1, b:1, a:2` nginx generates a's points 0..160, then b's, then a's 160..320, so b's point
@@ -674,8 +755,8 @@ mod tests {
     // The fast path against the reference ring (`reference`), nginx's algorithm written as plainly as possible.
 
     /// The reference ring for `peers` (algorithm §3.1–3.2), with owners as server strings.
-    fn reference_points(peers: &[(Server, u32)]) -> Vec<(u32, Server)> {
-        reference::points(peers.iter().map(|(s, w)| (s, *w)))
+    fn reference_points(libc: Libc, peers: &[(Server, u32)]) -> Vec<(u32, Server)> {
+        reference::points_with(libc, peers.iter().map(|(s, w)| (s, *w)))
             .into_iter()
             .map(|(h, i)| (h, peers[i].0.clone()))
             .collect()
@@ -741,8 +822,10 @@ mod tests {
             hashes in prop::collection::vec(any::<u32>(), 0..200),
             keys in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..50),
         ) {
-            let ring = Ring::new(peers.iter().map(|(s, w)| (s, *w))).unwrap();
-            check_against_reference(&ring, &reference_points(&peers), &hashes, &keys);
+            for libc in Libc::ALL {
+                let ring = Ring::with_libc(libc, peers.iter().map(|(s, w)| (s, *w))).unwrap();
+                check_against_reference(&ring, &reference_points(libc, &peers), &hashes, &keys);
+            }
         }
 
         #[test]

@@ -4,7 +4,7 @@
 use crate::plain::Slots;
 use crate::ring::{Ring, RingError};
 use crate::server::{Address, Server};
-use crate::version::NginxVersion;
+use crate::version::{Libc, NginxVersion};
 use crate::worker::MAX_HASH_MISSES;
 use std::net::{IpAddr, SocketAddr};
 
@@ -274,6 +274,7 @@ pub struct Upstream {
     primary: Vec<Peer>,
     backup: Vec<Peer>,
     version: NginxVersion,
+    libc: Libc,
     balancer: Balancer,
 }
 
@@ -298,8 +299,8 @@ pub(crate) struct Chash {
 }
 
 impl Chash {
-    fn new(primary: &[Peer]) -> Result<Chash, RingError> {
-        let ring = Ring::new(primary.iter().map(|p| (&p.server, p.weight)))?;
+    fn new(primary: &[Peer], libc: Libc) -> Result<Chash, RingError> {
+        let ring = Ring::with_libc(libc, primary.iter().map(|p| (&p.server, p.weight)))?;
         let by_name: std::collections::HashMap<&Server, u32> =
             ring.servers().iter().enumerate().map(|(i, s)| (s, i as u32)).collect();
         let ring_server: Box<[u32]> = primary.iter().map(|p| by_name[&p.server]).collect();
@@ -344,6 +345,7 @@ pub struct UpstreamBuilder {
     primary: Vec<Peer>,
     backup: Vec<Peer>,
     version: NginxVersion,
+    libc: Libc,
 }
 
 impl UpstreamBuilder {
@@ -377,6 +379,13 @@ impl UpstreamBuilder {
         self
     }
 
+    /// The C library nginx was built against (default [`Libc::Glibc`]): it decides which of two colliding
+    /// ring points survives (algorithm §3.2). A build property, independent of the version.
+    pub fn libc(mut self, libc: Libc) -> Self {
+        self.libc = libc;
+        self
+    }
+
     /// Builds the upstream (and its ring, for [`Method::Consistent`]).
     ///
     /// # Errors
@@ -391,12 +400,19 @@ impl UpstreamBuilder {
             return Err(UpstreamError::ZeroWeight(p.server.clone()));
         }
         let balancer = match self.method {
-            Method::Consistent => Balancer::Consistent(Chash::new(&self.primary)?),
+            Method::Consistent => Balancer::Consistent(Chash::new(&self.primary, self.libc)?),
             Method::Plain => {
                 Balancer::Plain(Slots::new(self.primary.iter().map(|p| p.weight), self.backup.iter().map(|p| p.weight)))
             }
         };
-        Ok(Upstream { name: self.name, primary: self.primary, backup: self.backup, version: self.version, balancer })
+        Ok(Upstream {
+            name: self.name,
+            primary: self.primary,
+            backup: self.backup,
+            version: self.version,
+            libc: self.libc,
+            balancer,
+        })
     }
 }
 
@@ -431,6 +447,7 @@ impl Upstream {
             primary: Vec::new(),
             backup: Vec::new(),
             version: NginxVersion::default(),
+            libc: Libc::default(),
         }
     }
 
@@ -450,6 +467,11 @@ impl Upstream {
     /// The nginx version whose rules apply.
     pub fn version(&self) -> NginxVersion {
         self.version
+    }
+
+    /// The C library whose `qsort` built the ring.
+    pub fn libc(&self) -> Libc {
+        self.libc
     }
 
     /// Primary peers in list order.

@@ -1,4 +1,5 @@
-//! nginx versions, for the few places where routing changed between releases this crate supports.
+//! nginx versions, for the few places where routing changed between releases this crate supports, and
+//! the C library nginx was built with ([`Libc`]), the one build property that changes routing.
 
 use std::fmt;
 use std::str::FromStr;
@@ -231,6 +232,74 @@ impl FromStr for NginxVersion {
     }
 }
 
+/// The C library nginx was built against: a build property, not a release one. It decides which of two
+/// ring points with the same hash survives, because nginx sorts the ring with the C library's `qsort` and
+/// keeps the first of equal hashes (algorithm §3.2).
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Libc, Method, Peer, Upstream};
+///
+/// let libc: Libc = "musl".parse()?;
+/// let up = Upstream::builder(Method::Consistent)
+///     .libc(libc)
+///     .peers(["127.0.0.1:20195", "127.0.0.1:20412"].map(Peer::new))
+///     .build()?;
+/// assert_eq!((up.libc(), libc.to_string()), (Libc::Musl, "musl".to_string()));
+/// assert_eq!(Libc::default(), Libc::Glibc);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub enum Libc {
+    /// GNU libc (Debian, Ubuntu, RHEL, nginx.org's packages, the official images except `-alpine`): `qsort`
+    /// is a stable merge sort, so of equal hashes the point generated first survives.
+    #[default]
+    Glibc,
+    /// musl (Alpine Linux, the `nginx:*-alpine` images): `qsort` is a smoothsort, not stable; the survivor
+    /// is computed by a step-by-step model of musl's sort.
+    Musl,
+}
+
+impl Libc {
+    /// Every C library modelled, default first.
+    pub const ALL: [Libc; 2] = [Libc::Glibc, Libc::Musl];
+
+    /// The name used on the command line and in the golden vectors: `glibc` or `musl`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Libc::Glibc => "glibc",
+            Libc::Musl => "musl",
+        }
+    }
+}
+
+impl fmt::Display for Libc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A C library name other than `glibc` or `musl`.
+///
+/// # Example
+///
+/// ```
+/// let err = "uclibc".parse::<nginx_ketama::Libc>().unwrap_err();
+/// assert_eq!(err.to_string(), "unknown C library \"uclibc\" (expected glibc or musl)");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown C library \"{0}\" (expected glibc or musl)")]
+pub struct ParseLibcError(String);
+
+impl FromStr for Libc {
+    type Err = ParseLibcError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Libc::ALL.into_iter().find(|l| l.as_str() == s).ok_or_else(|| ParseLibcError(s.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,5 +312,14 @@ mod tests {
         assert!("x.1.1".parse::<NginxVersion>().is_err());
         assert!(!NginxVersion::new(1, 27, 2).plain_hash_guards_on_number());
         assert!(NginxVersion::new(1, 27, 3).plain_hash_guards_on_number());
+    }
+
+    #[test]
+    fn libc_names_round_trip() {
+        for libc in Libc::ALL {
+            assert_eq!(libc.to_string().parse::<Libc>().unwrap(), libc);
+        }
+        assert!("Musl".parse::<Libc>().is_err());
+        assert!("".parse::<Libc>().is_err());
     }
 }

@@ -141,7 +141,7 @@ proptest! {
     #[test]
     fn config_text_never_panics(text in config_bytes(), version in versions(), input in inputs(), key in any::<Vec<u8>>()) {
         // No DNS, and a prefix that does not exist, so `include` reads nothing from this machine.
-        let options = LoadOptions { resolve: false, version, input };
+        let options = LoadOptions { resolve: false, version, input, ..LoadOptions::default() };
         within_limit(|| {
             if let Ok(conf) = Config::parse_bytes(&text, "/nonexistent-nk-fuzz/fuzz.conf", &options) {
                 for u in &conf.upstreams {

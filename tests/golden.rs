@@ -30,16 +30,16 @@ fn records() -> Vec<Record> {
 fn library_reproduces_every_recorded_vector() {
     let mut failures = Vec::new();
     let mut checked = 0;
-    let mut per_version: std::collections::BTreeMap<NginxVersion, usize> = Default::default();
+    let mut per_version: std::collections::BTreeMap<(NginxVersion, String), usize> = Default::default();
     for record in &records() {
         for run in &record.runs {
             let replayer = LibraryReplayer::new(record, run).expect("the library accepts every recorded upstream");
             failures.extend(replay(record, run, &replayer));
             checked += record.keys.len();
-            *per_version.entry(run.nginx).or_default() += record.keys.len();
+            *per_version.entry((run.nginx, run.label())).or_default() += record.keys.len();
         }
     }
-    let per_version: Vec<String> = per_version.iter().map(|(v, n)| format!("{v}: {n}")).collect();
+    let per_version: Vec<String> = per_version.iter().map(|((_, label), n)| format!("{label}: {n}")).collect();
     eprintln!("golden: {checked} recorded requests replayed ({}), {} differ", per_version.join(", "), failures.len());
     if !failures.is_empty() {
         let shown: Vec<String> = failures.iter().take(20).map(|f| format!("  {f}")).collect();
@@ -75,8 +75,8 @@ fn records_are_current_with_the_catalog() {
             "{}: re-run scripts/record-vectors",
             case.name
         );
-        let versions: Vec<String> = record.runs.iter().map(|r| r.nginx.to_string()).collect();
-        assert_eq!(versions, ["1.22.1", "1.26.3", "1.30.6"], "{}: recorded versions", case.name);
+        let builds: Vec<String> = record.runs.iter().map(|r| r.label()).collect();
+        assert_eq!(builds, ["1.22.1", "1.26.3", "1.26.3-musl", "1.30.6"], "{}: recorded builds", case.name);
         for run in &record.runs {
             assert_eq!(run.results.len(), record.keys.len(), "{} on {}", case.name, run.nginx);
         }
@@ -147,8 +147,9 @@ impl NaiveRing {
     fn new(run: &Run, keep_last_duplicate: bool, strict_lookup: bool) -> NaiveRing {
         let primary: Vec<(Server, u32)> =
             run.peers.iter().filter(|p| !p.backup).map(|p| (Server::new(p.server.as_str()), p.weight)).collect();
-        // Every point, sorted stably by hash; the dedup below is nginx's (keep the first) or the mutation.
-        let points = reference::sorted_points(primary.iter().map(|(s, w)| (s, *w)));
+        // Every point, sorted as the run's C library sorts them; the dedup below is nginx's (keep the first)
+        // or the mutation.
+        let points = reference::sorted_points_with(run.c_library(), primary.iter().map(|(s, w)| (s, *w)));
         let mut dedup: Vec<(u32, String)> = Vec::new();
         for (h, i) in points {
             let p = (h, primary[i].0.as_str().to_string());
@@ -221,4 +222,39 @@ fn mutated_models_are_caught() {
     // An on-point key is caught unless the next point belongs to the same server (then both rules agree).
     assert!(f.len() * 2 > on_point * record.runs.len(), "most on-point keys must fail: {f:?}");
     assert!(f.iter().all(|(_, flags)| flags.contains(&Flag::OnPoint)));
+}
+
+/// The libc rule is needed: replaying the musl build's recordings with glibc's tie rule (and the glibc
+/// builds' with musl's) fails, only on cases with shared ring points, and in every case whose builds
+/// disagree; with the right rule everything passes (`library_reproduces_every_recorded_vector`).
+#[test]
+fn the_other_libc_rule_fails_exactly_where_libcs_differ() {
+    use nginx_ketama::Libc;
+    let records = records();
+    let mut failed_cases = BTreeSet::new();
+    for record in &records {
+        for run in &record.runs {
+            let other = match run.c_library() {
+                Libc::Glibc => "musl (the other rule)",
+                Libc::Musl => "glibc (the other rule)",
+            };
+            let swapped = Run { libc: other.to_string(), ..run.clone() };
+            let replayer = LibraryReplayer::new(record, &swapped).expect("accepted");
+            let failures = replay(record, run, &replayer);
+            for f in &failures {
+                assert!(f.flags.contains(&Flag::Collision), "{}: a key without shared points failed: {f}", record.case);
+            }
+            if !failures.is_empty() {
+                assert!(
+                    record.libcs_differ.is_some(),
+                    "{}: fails with the other rule but has no libcs_differ",
+                    record.case
+                );
+                failed_cases.insert(record.case.as_str());
+            }
+        }
+    }
+    let differ: BTreeSet<&str> = records.iter().filter(|r| r.libcs_differ.is_some()).map(|r| r.case.as_str()).collect();
+    assert_eq!(failed_cases, differ);
+    assert!(differ.len() >= 5, "{differ:?}");
 }

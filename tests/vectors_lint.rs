@@ -81,6 +81,14 @@ fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Ve
                     errors.push(format!("{path}: fewer than {s} items"));
                 }
             }
+            "uniqueItems" => {
+                if s.as_bool() == Some(true)
+                    && let Some(a) = v.as_array()
+                    && a.iter().enumerate().any(|(i, x)| a[..i].contains(x))
+                {
+                    errors.push(format!("{path}: items are not unique"));
+                }
+            }
             "pattern" => {
                 if let Some(text) = v.as_str()
                     && !matches_pattern(s.as_str().unwrap(), text)
@@ -193,6 +201,17 @@ fn ids_counts_flags_and_names() {
             let n = src["versions"].as_array().unwrap().len();
             assert_eq!(src["packages"].as_array().unwrap().len(), n, "{gname}: one package per version");
             assert_eq!(src["libc"].as_array().unwrap().len(), n, "{gname}: one libc per version");
+            // The group's tie rules are exactly the C libraries of its source builds (their first words).
+            let mut from_source: Vec<&str> = src["libc"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l.as_str().unwrap().split_whitespace().next().unwrap())
+                .collect();
+            from_source.sort_unstable();
+            from_source.dedup();
+            let libc: Vec<&str> = g["libc"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+            assert_eq!(libc, from_source, "{gname}: libc must list its source builds' C libraries");
             let peers = g["peers"].as_array().unwrap();
             let server_of: BTreeMap<&str, &str> =
                 peers.iter().map(|p| (p["address"].as_str().unwrap(), p["server"].as_str().unwrap())).collect();

@@ -79,6 +79,12 @@ function main() {
           skipped += g.tests.length;
           continue;
         }
+        // This port sorts ring points stably (glibc's rule); groups recorded only on musl need musl's.
+        if (Array.isArray(g.libc) && !g.libc.includes('glibc')) {
+          console.log(`SKIP ${where}: needs musl's tie rule (docs/nginx-algorithm.md §3.2); this port models glibc`);
+          skipped += g.tests.length;
+          continue;
+        }
         const ring = g.method === 'consistent' ? new Ring(g.peers.filter((p) => !p.backup)) : undefined;
         // results[testIndex][model] = result
         const results = g.tests.map(() => []);

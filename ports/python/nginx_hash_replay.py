@@ -162,6 +162,9 @@ def main(argv: list[str]) -> int:
                 group_rules(group)
                 if group.get("method") not in ("consistent", "plain"):
                     raise ValueError(f"unknown method {group.get('method')!r}")
+                # This port sorts ring points stably (glibc's rule); groups recorded only on musl need musl's.
+                if "glibc" not in group.get("libc", ["glibc"]):
+                    raise ValueError("needs musl's tie rule (docs/nginx-algorithm.md §3.2); this port models glibc")
             except ValueError as e:
                 print(f"SKIP {name}: {e}")
                 skipped += len(group.get("tests", []))

@@ -338,7 +338,7 @@ pub(crate) fn finish(
 
 /// Turns the server lines into peers and builds the model.
 fn build(walk: &Walk<'_>, name: &str, method: Method, up: &UpstreamBlock) -> Result<Upstream, ConfigError> {
-    let mut builder = Upstream::builder(method).name(name).version(walk.options().version);
+    let mut builder = Upstream::builder(method).name(name).version(walk.options().version).libc(walk.options().libc);
     let mut resolved_later = Vec::new();
     for line in &up.servers {
         let peers = peers_of(line);

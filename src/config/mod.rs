@@ -54,7 +54,7 @@ pub use includes::MAX_CONFIG_BYTES;
 pub use walk::{MAX_INCLUDE_DEPTH, MAX_NESTING};
 
 use crate::upstream::Upstream;
-use crate::version::NginxVersion;
+use crate::version::{Libc, NginxVersion};
 use std::fmt;
 use std::path::Path;
 
@@ -91,13 +91,15 @@ pub struct LoadOptions {
     pub resolve: bool,
     /// The nginx version whose rules to apply (default [`NginxVersion::LATEST`]).
     pub version: NginxVersion,
+    /// The C library nginx was built against (default [`Libc::Glibc`]); it decides ring collisions.
+    pub libc: Libc,
     /// A whole configuration (default) or a fragment.
     pub input: Input,
 }
 
 impl Default for LoadOptions {
     fn default() -> Self {
-        LoadOptions { resolve: true, version: NginxVersion::default(), input: Input::Config }
+        LoadOptions { resolve: true, version: NginxVersion::default(), libc: Libc::default(), input: Input::Config }
     }
 }
 

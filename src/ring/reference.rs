@@ -2,9 +2,10 @@
 //! [`Ring`](super::Ring) and the harness are checked against (docs/nginx-algorithm.md §3.1–3.3).
 //!
 //! Every peer's whole chain is generated (a duplicate string's too, as nginx does), each point hashing its
-//! whole input afresh; the points are sorted stably by hash and the first of every run of equal hashes is
-//! kept. Nothing here is fast or compact, and nothing is shared with [`Ring::new`](super::Ring::new) except
-//! the host/port split ([`Server::ketama_parts`]).
+//! whole input afresh; the points are sorted by hash as the C library's `qsort` sorts them (stably for glibc;
+//! for musl by the model of musl's smoothsort, the one piece shared with the fast ring) and the first of
+//! every run of equal hashes is kept. Nothing here is fast or compact, and nothing else is shared with
+//! [`Ring::new`](super::Ring::new) except the host/port split ([`Server::ketama_parts`]).
 //!
 //! Test support, not stable API: built only with the `reference` feature (which the harness, and this
 //! package's own tests and benches, enable).
@@ -26,6 +27,7 @@
 
 use super::POINTS_PER_WEIGHT;
 use crate::server::Server;
+use crate::version::Libc;
 
 /// The first `n` point hashes of `server`'s chain: point `i` is `crc32(host ‖ 0x00 ‖ port ‖ le32(point
 /// i-1))`, with 0 before the first point.
@@ -46,23 +48,45 @@ pub fn chain(server: &Server, n: usize) -> Vec<u32> {
 
 /// Every point nginx generates for `peers` (primary peers in list order, `(server, weight)`), as `(hash,
 /// index of the peer that generated it)`, sorted stably by hash and **not** deduplicated: equal hashes stay
-/// in generation order.
+/// in generation order. This is nginx built with glibc; see [`sorted_points_with`].
 pub fn sorted_points<'a>(peers: impl IntoIterator<Item = (&'a Server, u32)>) -> Vec<(u32, usize)> {
+    sorted_points_with(Libc::Glibc, peers)
+}
+
+/// Every point nginx generates for `peers`, sorted by hash as `libc`'s `qsort` sorts them and **not**
+/// deduplicated: with glibc equal hashes stay in generation order (a stable sort); with musl they are where
+/// musl's smoothsort leaves them (the same model of musl's sort as the fast ring, since that order cannot
+/// be had any simpler way; it is checked against the real musl on its own).
+pub fn sorted_points_with<'a>(libc: Libc, peers: impl IntoIterator<Item = (&'a Server, u32)>) -> Vec<(u32, usize)> {
     let mut points = Vec::new();
     for (i, (server, weight)) in peers.into_iter().enumerate() {
         let n = weight as usize * POINTS_PER_WEIGHT as usize;
         points.extend(chain(server, n).into_iter().map(|h| (h, i)));
     }
-    points.sort_by_key(|&(h, _)| h); // stable: the earliest generated point first
+    match libc {
+        Libc::Glibc => points.sort_by_key(|&(h, _)| h), // stable: the earliest generated point first
+        Libc::Musl => super::musl_qsort::sort_by(&mut points, |a, b| a.0.cmp(&b.0)),
+    }
     points
 }
 
-/// The ring nginx builds for `peers`: [`sorted_points`] with only the first point of every run of equal
-/// hashes kept, as `(hash, index of the peer that generated it)`.
+/// The ring nginx (built with glibc) builds for `peers`: [`sorted_points`] with only the first point of
+/// every run of equal hashes kept, as `(hash, index of the peer that generated it)`.
 pub fn points<'a>(peers: impl IntoIterator<Item = (&'a Server, u32)>) -> Vec<(u32, usize)> {
-    let mut points = sorted_points(peers);
-    points.dedup_by_key(|&mut (h, _)| h);
-    points
+    points_with(Libc::Glibc, peers)
+}
+
+/// The ring nginx built against `libc` builds for `peers`: [`sorted_points_with`], then the first point of
+/// every run of equal hashes kept.
+pub fn points_with<'a>(libc: Libc, peers: impl IntoIterator<Item = (&'a Server, u32)>) -> Vec<(u32, usize)> {
+    let sorted = sorted_points_with(libc, peers);
+    let mut kept: Vec<(u32, usize)> = Vec::with_capacity(sorted.len());
+    for p in sorted {
+        if kept.last().is_none_or(|last| last.0 != p.0) {
+            kept.push(p);
+        }
+    }
+    kept
 }
 
 /// The index of the first point whose hash is `≥ hash`, or 0 past the last point (and for no points).

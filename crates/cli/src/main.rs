@@ -11,9 +11,10 @@ mod analysis;
 mod live;
 
 use anyhow::{Context, Result, bail};
+use clap::builder::TypedValueParser as _;
 use clap::{CommandFactory, Parser, Subcommand};
 use nginx_ketama::config::{Config, Input, LoadOptions};
-use nginx_ketama::{NginxVersion, Peer, Upstream, Worker};
+use nginx_ketama::{Libc, NginxVersion, Peer, Upstream, Worker};
 use std::io::{BufRead, BufWriter, ErrorKind, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,10 +42,19 @@ struct UpstreamArgs {
     /// Follow the rules of this nginx version (modelled: 1.22.0 to 1.30.x).
     #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = modelled_version)]
     nginx_version: NginxVersion,
+    /// The C library nginx was built with: glibc (Debian, Ubuntu, RHEL, nginx.org packages) or musl (Alpine,
+    /// the `-alpine` images). It decides which server keeps a ring point two servers share.
+    #[arg(long, default_value_t = Libc::Glibc, value_parser = libc_parser())]
+    libc: Libc,
     /// Read the file as a fragment (a `conf.d` include holding `upstream` blocks) that would sit inside
     /// `http { }` (the default) or `stream { }`, instead of a whole nginx.conf. This reads less than nginx.
     #[arg(long, value_enum, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "http")]
     fragment: Option<FragmentOf>,
+}
+
+/// `--libc`: one of [`Libc::ALL`] by name (listed in `--help` and the completions).
+fn libc_parser() -> impl clap::builder::TypedValueParser<Value = Libc> {
+    clap::builder::PossibleValuesParser::new(Libc::ALL.map(Libc::as_str)).try_map(|s| s.parse::<Libc>())
 }
 
 /// Where a `--fragment` file's directives would sit.
@@ -196,7 +206,7 @@ fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
         Some(FragmentOf::Http) => Input::Fragment,
         Some(FragmentOf::Stream) => Input::StreamFragment,
     };
-    let options = LoadOptions { resolve: !args.no_resolve, version: args.nginx_version, input };
+    let options = LoadOptions { resolve: !args.no_resolve, version: args.nginx_version, libc: args.libc, input };
     let config = Config::load(&args.config, &options)?;
     for w in &config.warnings {
         eprintln!("nginx-ketama: [warn] {w}");

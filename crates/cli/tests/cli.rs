@@ -180,3 +180,27 @@ fn failed_address_takes_out_one_address_of_a_name() {
     let l = lines(&run(&["route", "--config", c, "--failed", "localhost:9001"], &keys));
     assert!(l.iter().all(|l| l["server"] == "127.0.0.9:1" || l["attempts"].as_array().unwrap().len() == 3));
 }
+
+/// `--libc`: the collision of algorithm §11 F. Key k261 lands on the point 127.0.0.1:20195 and
+/// 127.0.0.1:20412 share; nginx built with glibc sends it to the server listed first, nginx built with
+/// musl to the one listed second, in both line orders (recorded from the Debian 1.26.3 build and the musl
+/// build of the same source, scripts/provision-nginx-musl).
+#[test]
+fn libc_decides_a_shared_point() {
+    for (first, second) in [("127.0.0.1:20195", "127.0.0.1:20412"), ("127.0.0.1:20412", "127.0.0.1:20195")] {
+        let conf = write_conf(
+            "collision.conf",
+            &format!("upstream c {{ hash $arg_k consistent; server {first}; server {second}; }}"),
+        );
+        let c = conf.to_str().unwrap();
+        for (libc, want) in [(None, first), (Some("glibc"), first), (Some("musl"), second)] {
+            let mut args = vec!["route", "--config", c];
+            args.extend(libc.iter().flat_map(|l| ["--libc", l]));
+            assert_eq!(lines(&run(&args, b"k261\n"))[0]["server"], want, "{first} first, --libc {libc:?}");
+        }
+        let ring = run(&["ring", "--config", c, "--libc", "musl"], b"");
+        let text = String::from_utf8(ring.stdout).unwrap();
+        assert!(text.lines().any(|l| l == format!("53\t32a8f0fa\t{second}")), "{text:.200}");
+    }
+    fails_with(&["route", "--config", "x.conf", "--libc", "uclibc"], "invalid value 'uclibc' for '--libc");
+}

@@ -121,7 +121,7 @@ fn testcontainers_backend_matches_nginx() -> Result<()> {
         return Ok(());
     }
     let version = NginxVersion::LATEST;
-    let backend = match docker_backend(version) {
+    let backend = match docker_backend(version, nginx_ketama::Libc::Glibc) {
         Ok(b) => b,
         Err(e) => {
             skip(&e.to_string());
@@ -178,7 +178,7 @@ fn harness_detects_deliberately_wrong_libraries() -> Result<()> {
     let Some(backend) = latest_local() else { return Ok(()) };
     let topology = Topology { seed: 1, method: Method::Consistent, lines: ip_lines(12, 61), hosts: vec![] };
     let session = parity::start(&backend, topology.clone())?;
-    let upstream = topology.upstream(backend.version())?;
+    let upstream = topology.upstream(backend.version(), backend.libc())?;
     let plan = parity::plan(&upstream, 5, &PlanOptions { random_keys: 3000, empty_keys: 0, prove_ring: true });
     let responses = session.send(&plan.requests.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), &mut |_| {})?;
 
@@ -225,7 +225,7 @@ fn harness_detects_deliberately_wrong_libraries() -> Result<()> {
 fn run_scenario(backend: &Backend, name: &str, topology: Topology, keys: Vec<Vec<u8>>) -> Result<usize> {
     let session = parity::start(backend, topology)?;
     let topology = session.topology();
-    let upstream = topology.upstream(backend.version())?;
+    let upstream = topology.upstream(backend.version(), backend.libc())?;
     let plan = parity::Plan {
         requests: keys.into_iter().map(|key| parity::PlannedRequest { key, kind: KeyKind::Random }).collect(),
         arcs: 0,

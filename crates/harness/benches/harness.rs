@@ -51,7 +51,7 @@ fn main() {
     let lines: Vec<_> = (1..=10).map(|i| catalog::line(&format!("127.90.0.{i}:{}", 21000 + i))).collect();
     let topology = Topology { seed: 0, method: Method::Consistent, lines, hosts: vec![] };
     let session = parity::start(&backend, topology.clone()).expect("nginx starts");
-    let upstream = topology.upstream(backend.version()).expect("upstream");
+    let upstream = topology.upstream(backend.version(), backend.libc()).expect("upstream");
     let plan = parity::plan(&upstream, 1, &PlanOptions { random_keys: 200_000, empty_keys: 0, prove_ring: false });
     // Warm up, then measure the full check: pipelined send + compare with the simulator.
     let _ = session.send(&plan.requests[..5000].iter().map(|r| r.key.clone()).collect::<Vec<_>>(), &mut |_| {});

@@ -1,11 +1,12 @@
 //! Where nginx runs: a local process or a Docker container, behind one interface.
 
-use super::install::Installation;
+use super::install::{Installation, build_label};
 use super::local::{LocalNginx, fresh_prefix};
 use super::netns::Net;
 use super::site::{self, Environment, Site};
 use super::topology::Capabilities;
 use anyhow::{Context, Result, bail};
+use nginx_ketama::Libc;
 use nginx_ketama::version::NginxVersion;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -26,6 +27,11 @@ pub enum Backend {
         tag: String,
         /// nginx version inside.
         version: NginxVersion,
+        /// The C library nginx inside was built with (the image's `nginx-ketama.libc` label; for an image
+        /// named by `$NGINX_KETAMA_IMAGE`, the one asked for).
+        libc: Libc,
+        /// The stream module to load, or `None` when it is built in (label `nginx-ketama.stream-module`).
+        stream_module: Option<String>,
     },
 }
 
@@ -105,6 +111,19 @@ impl Backend {
         }
     }
 
+    /// The C library this backend's nginx was built with (its `qsort` decides ring collisions).
+    pub fn libc(&self) -> Libc {
+        match self {
+            Backend::Local(i) => i.libc,
+            Backend::Docker { libc, .. } => *libc,
+        }
+    }
+
+    /// The build's label: the version, with `-musl` for a musl build (`1.26.3-musl`).
+    pub fn label(&self) -> String {
+        build_label(self.version(), self.libc())
+    }
+
     /// `local` or `docker`, as `verify --backend` spells it.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -116,7 +135,7 @@ impl Backend {
     /// A short description for reports, e.g. `local 1.26.3 (Debian 1.26.3-3+deb13u11)`.
     pub fn describe(&self) -> String {
         match self {
-            Backend::Local(i) => format!("local {} (Debian {})", i.version, i.package),
+            Backend::Local(i) => format!("local {} (Debian {}, {})", i.label(), i.package, i.libc),
             Backend::Docker { image, tag, .. } => format!("docker {image}:{tag}"),
         }
     }
@@ -146,9 +165,9 @@ impl Backend {
     pub fn start(&self, site: &Site, prefix: PathBuf) -> Result<Box<dyn Instance>> {
         match self {
             Backend::Local(install) => Ok(Box::new(LocalNginx::start(install, site, prefix)?)),
-            Backend::Docker { image, tag, .. } => {
+            Backend::Docker { image, tag, stream_module, .. } => {
                 let _ = std::fs::remove_dir_all(&prefix);
-                Ok(Box::new(docker::start(image, tag, site)?))
+                Ok(Box::new(docker::start(image, tag, stream_module.as_deref(), site)?))
             }
         }
     }
@@ -164,21 +183,36 @@ pub fn docker_available() -> bool {
     docker::available()
 }
 
-/// The image to use for `version`: `$NGINX_KETAMA_IMAGE` if set (`name:tag`), else the locally built
-/// `nginx-ketama/nginx:<version>`.
-pub fn docker_backend(version: NginxVersion) -> Result<Backend> {
-    let (image, tag, version) = match std::env::var(IMAGE_ENV) {
+/// Where the images of `scripts/build-images` load the stream module from (unless it is built in).
+pub const IMAGE_STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
+
+/// The image to use for the build of `version` against `libc`: `$NGINX_KETAMA_IMAGE` if set (`name:tag`;
+/// taken to be built against `libc`), else the locally built `nginx-ketama/nginx:<version>` (glibc) or
+/// `nginx-ketama/nginx:<version>-musl`. The image's labels say whether the stream module is built in, and
+/// a local image must be the C library asked for.
+pub fn docker_backend(version: NginxVersion, libc: Libc) -> Result<Backend> {
+    let (image, tag, version, foreign) = match std::env::var(IMAGE_ENV) {
         Ok(spec) => {
             let (image, tag) = spec.rsplit_once(':').unwrap_or((spec.as_str(), "latest"));
             let v = tag.parse().unwrap_or(version);
-            (image.to_string(), tag.to_string(), v)
+            (image.to_string(), tag.to_string(), v, true)
         }
-        Err(_) => ("nginx-ketama/nginx".to_string(), version.to_string(), version),
+        Err(_) => ("nginx-ketama/nginx".to_string(), build_label(version, libc), version, false),
     };
-    if !docker::image_exists(&image, &tag) {
+    let Some(labels) = docker::image_labels(&image, &tag) else {
         bail!("docker image {image}:{tag} is not present locally; build it with scripts/build-images {tag}");
+    };
+    // Images built before the libc label existed are Debian's (glibc) builds.
+    let labelled = labels.libc.split_whitespace().next().unwrap_or("glibc");
+    if !foreign && labelled != libc.as_str() {
+        bail!("docker image {image}:{tag} is labelled {labelled:?}, not {libc}; rebuild it with scripts/build-images");
     }
-    Ok(Backend::Docker { image, tag, version })
+    let stream_module = match labels.stream_module.as_str() {
+        "built in" => None,
+        "" => Some(IMAGE_STREAM_MODULE.to_string()),
+        path => Some(path.to_string()),
+    };
+    Ok(Backend::Docker { image, tag, version, libc, stream_module })
 }
 
 mod docker {
@@ -234,16 +268,31 @@ mod docker {
         docker(&["version", "--format", "{{.Server.Version}}"]).is_some_and(|o| o.status.success())
     }
 
-    pub(super) fn image_exists(image: &str, tag: &str) -> bool {
-        docker(&["image", "inspect", &format!("{image}:{tag}")]).is_some_and(|o| o.status.success())
+    /// The labels `scripts/build-images` sets that the harness reads (empty when absent).
+    pub(super) struct Labels {
+        pub(super) libc: String,
+        pub(super) stream_module: String,
     }
 
-    pub(super) fn start(image: &str, tag: &str, site: &Site) -> Result<DockerNginx> {
+    /// The image's labels, or `None` if the image is not present.
+    pub(super) fn image_labels(image: &str, tag: &str) -> Option<Labels> {
+        let format =
+            r#"{{index .Config.Labels "nginx-ketama.libc"}}|{{index .Config.Labels "nginx-ketama.stream-module"}}"#;
+        let out = docker(&["image", "inspect", "-f", format, &format!("{image}:{tag}")])?;
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout).trim().replace("<no value>", "");
+        let (libc, stream_module) = text.split_once('|').unwrap_or((&text, ""));
+        Some(Labels { libc: libc.to_string(), stream_module: stream_module.to_string() })
+    }
+
+    pub(super) fn start(image: &str, tag: &str, stream_module: Option<&str>, site: &Site) -> Result<DockerNginx> {
         let env = Environment {
             prefix: "/tmp".into(),
             http_front: site::FRONT_HTTP_PORT.to_string(),
             stream_front: site::FRONT_STREAM_PORT.to_string(),
-            stream_module: Some("/usr/lib/nginx/modules/ngx_stream_module.so".into()),
+            stream_module: stream_module.map(str::to_string),
             user_root: true,
         };
         let conf = site::render(site, &env);

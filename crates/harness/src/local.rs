@@ -96,7 +96,8 @@ impl LocalNginx {
             prefix: prefix.display().to_string(),
             http_front: http_front.to_string(),
             stream_front: stream_front.to_string(),
-            stream_module: Some(install.stream_module().display().to_string()),
+            // None: the stream module is built in (the musl build), so no load_module line.
+            stream_module: install.stream_module().map(|m| m.display().to_string()),
             user_root: root,
         };
         let conf = prefix.join("nginx.conf");

@@ -2,12 +2,13 @@
 
 use super::backend::Backend;
 use super::golden::Observation;
-use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions};
+use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions, compare};
 use super::shim::ShimModel;
 use super::stream;
 use super::topology::{Capabilities, Resolution, Topology, TopologyOptions};
 use anyhow::{Context, Result, bail};
-use nginx_ketama::upstream::Method;
+use nginx_ketama::Libc;
+use nginx_ketama::upstream::{Method, Upstream};
 use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
@@ -56,6 +57,18 @@ impl Default for SweepOptions {
     }
 }
 
+/// Every this many topologies of a sweep, one is a collision topology: index `i` with `i %
+/// COLLISION_EVERY == COLLISION_EVERY - 1` (3, 7, 11, ...).
+pub const COLLISION_EVERY: usize = 4;
+
+/// Colliding pairs of servers in a collision topology ([`Topology::with_collisions`]).
+pub const COLLISION_PAIRS: usize = 3;
+
+/// Whether topology `index` of a sweep is a collision topology (see [`COLLISION_EVERY`]).
+pub fn is_collision_topology(index: usize) -> bool {
+    index % COLLISION_EVERY == COLLISION_EVERY - 1
+}
+
 /// The seed of topology `index` in a sweep seeded with `seed`.
 pub fn topology_seed(seed: u64, index: usize) -> u64 {
     seed.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(index as u64 + 1)
@@ -102,13 +115,11 @@ pub struct Fault {
 /// this sweep again on `backend`.
 pub fn replay_command(backend: &Backend, options: &SweepOptions, index: Option<usize>) -> String {
     let defaults = SweepOptions::default();
-    let mut cmd = format!(
-        "nginx-ketama verify --backend {} --versions {} --seed {} --keys {}",
-        backend.kind(),
-        backend.version(),
-        options.seed,
-        options.keys
-    );
+    let mut cmd = format!("nginx-ketama verify --backend {} --versions {}", backend.kind(), backend.version());
+    if backend.libc() != Libc::Glibc {
+        cmd.push_str(&format!(" --libc {}", backend.libc()));
+    }
+    cmd.push_str(&format!(" --seed {} --keys {}", options.seed, options.keys));
     if let Some(shim) = &options.shim {
         cmd.push_str(&format!(" --shim '{}'", shim.replace('\'', r"'\''")));
     }
@@ -146,6 +157,14 @@ pub struct VersionReport {
     pub arcs_proven: usize,
     /// Stream sessions compared.
     pub stream_sessions: usize,
+    /// Collision topologies run (see [`is_collision_topology`]).
+    pub collision_topologies: usize,
+    /// Ring points whose owner depends on the C library (the two libcs' tie rules keep different servers),
+    /// over every topology run.
+    pub libc_points: usize,
+    /// Requests the *other* C library's model (musl's for a glibc build, glibc's for a musl build) would have
+    /// predicted wrongly, over the same requests: what the libc rule is worth on this run.
+    pub other_libc_misses: usize,
     /// Server spellings exercised.
     pub spellings: BTreeSet<String>,
     /// Everything that differed.
@@ -213,7 +232,18 @@ pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, uni
     // run in its hosts namespace.
     let local = matches!(backend, Backend::Local(_));
     caps.hostnames &= !local || options.resolver_exe.is_some();
-    let mut t = Topology::random(topology_seed(options.seed, index), &options.topology, &caps);
+    let collisions = if is_collision_topology(index) {
+        COLLISION_PAIRS.min(options.topology.max_servers.saturating_sub(options.topology.min_servers) / 2)
+    } else {
+        0
+    };
+    // Room for the colliding lines within --max-servers.
+    let mut topology_options = options.topology.clone();
+    topology_options.max_servers -= 2 * collisions;
+    let mut t = Topology::random(topology_seed(options.seed, index), &topology_options, &caps);
+    if collisions > 0 {
+        t = t.with_collisions(collisions);
+    }
     if local && !t.hosts.is_empty() {
         let exe = options.resolver_exe.as_deref().expect("hostnames need the resolver");
         let resolution = resolve_in_namespace(exe, &t.hosts_file(), &t.hostnames())?;
@@ -225,9 +255,8 @@ pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, uni
 /// Runs the sweep on one backend. A topology the harness cannot run is a [`Fault`] in the report, a
 /// difference a [`Finding`]; neither stops the sweep.
 pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnMut(Event<'_>)) -> VersionReport {
-    let version = backend.version();
     let mut report =
-        VersionReport { version: version.to_string(), backend: backend.describe(), ..VersionReport::default() };
+        VersionReport { version: backend.label(), backend: backend.describe(), ..VersionReport::default() };
     let indexes: Vec<usize> = match options.only {
         Some(i) => vec![i],
         None => (0..options.topologies).collect(),
@@ -292,7 +321,9 @@ fn run_topology(
         let session =
             parity::start(backend, topology_for(backend, options, index, &unix_dir)?).context("starting nginx")?;
         let topology = session.topology().clone();
-        let upstream = topology.upstream(version)?;
+        let libc = backend.libc();
+        let upstream = topology.upstream(version, libc)?;
+        let other = topology.upstream(version, other_libc(libc))?;
         let plan = parity::plan(
             &upstream,
             topology.seed,
@@ -307,26 +338,35 @@ fn run_topology(
             None => format!("{} servers, plain", topology.lines.len()),
         };
         on(Event::Topology(&report.version, index, label, plan.requests.len()));
+        let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
+        let started = std::time::Instant::now();
+        let responses = session.send(&keys, &mut |n| on(Event::Requests(n)))?;
+        let elapsed = started.elapsed();
         let run = match &options.shim {
-            None => {
-                session.run(&plan, &mut LibraryModel::new(&upstream, &topology), &mut |n| on(Event::Requests(n)))?
-            }
+            None => compare(&plan, &responses, &mut LibraryModel::new(&upstream, &topology), elapsed),
             Some(command) => {
                 let mut model = ShimModel::start(command, &topology, version)?;
-                let run = session.run(&plan, &mut model, &mut |n| on(Event::Requests(n)))?;
+                let run = compare(&plan, &responses, &mut model, elapsed);
                 if let Some(e) = model.take_failure() {
                     return Err(e);
                 }
                 run
             }
         };
-        anyhow::Ok((topology, plan, run))
+        // The same answers judged by the other C library's tie rule: how many it would have got wrong.
+        let other_misses =
+            compare(&plan, &responses, &mut LibraryModel::new(&other, &topology), elapsed).mismatches.len();
+        let libc_points = libc_points(&upstream, &other);
+        anyhow::Ok((topology, plan, run, other_misses, libc_points))
     })();
     let _ = std::fs::remove_dir_all(&unix_dir);
-    let (topology, plan, run) = result?;
+    let (topology, plan, run, other_misses, libc_points) = result?;
     on(Event::Done(run.mismatches.len()));
     report.topologies += 1;
     report.consistent += usize::from(topology.method == Method::Consistent);
+    report.collision_topologies += usize::from(is_collision_topology(index) && topology.method == Method::Consistent);
+    report.libc_points += libc_points;
+    report.other_libc_misses += other_misses;
     report.requests += run.requests;
     report.failovers += run.failovers;
     report.round_robin += plan.requests.iter().filter(|r| r.kind == KeyKind::Empty).count();
@@ -347,6 +387,23 @@ fn run_topology(
     Ok(())
 }
 
+/// The C library whose tie rule is the alternative to `libc`'s.
+pub fn other_libc(libc: Libc) -> Libc {
+    match libc {
+        Libc::Glibc => Libc::Musl,
+        Libc::Musl => Libc::Glibc,
+    }
+}
+
+/// Ring points whose owner differs between two models of one upstream (0 without a ring). Both rings have
+/// the same points: only the owners of shared hashes can differ.
+pub fn libc_points(a: &Upstream, b: &Upstream) -> usize {
+    match (a.ring(), b.ring()) {
+        (Some(x), Some(y)) => x.points().zip(y.points()).filter(|(p, q)| p.server != q.server).count(),
+        _ => 0,
+    }
+}
+
 /// One stream topology (IPv4 and unix spellings, since stream `server` lines need ports) checked with
 /// client-chosen source ports.
 ///
@@ -359,7 +416,7 @@ pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize,
     let seed = topology_seed(options.seed, STREAM_INDEX);
     let topo_opts = TopologyOptions { max_servers: 20, ..options.topology.clone() };
     let topology = Topology::random(seed, &topo_opts, &caps);
-    let upstream = topology.upstream(backend.version())?;
+    let upstream = topology.upstream(backend.version(), backend.libc())?;
     let mut library = LibraryModel::new(&upstream, &topology);
     let mut shim = match &options.shim {
         Some(command) => Some(ShimModel::start(command, &topology, backend.version())?),
@@ -387,7 +444,7 @@ pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize,
         .into_iter()
         .enumerate()
         .map(|(index, (port, expected, actual))| Finding {
-            version: backend.version().to_string(),
+            version: backend.label(),
             backend: format!("{} (stream)", backend.describe()),
             topology: usize::MAX,
             topology_seed: seed,
@@ -409,7 +466,7 @@ impl VersionReport {
     /// The summary table, one row per nginx version.
     pub fn table(reports: &[VersionReport]) -> String {
         let mut out = format!(
-            "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>7} {:>9}\n",
+            "{:<11} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>8} {:>10} {:>11} {:>7} {:>9}\n",
             "nginx",
             "backend",
             "topologies",
@@ -418,13 +475,15 @@ impl VersionReport {
             "failovers",
             "rr/empty",
             "stream",
+            "libc pts",
+            "other libc",
             "mismatches",
             "faults",
             "req/s"
         );
         for r in reports {
             out.push_str(&format!(
-                "{:<8} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>11} {:>7} {:>9.0}\n",
+                "{:<11} {:<7} {:>10} {:>9} {:>12} {:>10} {:>9} {:>8} {:>8} {:>10} {:>11} {:>7} {:>9.0}\n",
                 r.version,
                 r.backend.split_whitespace().next().unwrap_or(""),
                 format!("{} ({}c)", r.topologies, r.consistent),
@@ -433,6 +492,8 @@ impl VersionReport {
                 r.failovers,
                 r.round_robin,
                 r.stream_sessions,
+                r.libc_points,
+                r.other_libc_misses,
                 r.findings.len(),
                 r.faults.len(),
                 r.rate()
@@ -452,6 +513,7 @@ mod tests {
         let backend = Backend::Local(Installation {
             version: "1.26.3".parse().unwrap(),
             package: "1.26.3-3".into(),
+            libc: Libc::Glibc,
             dir: "/nowhere".into(),
         });
         let mut options = SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() };
@@ -466,5 +528,21 @@ mod tests {
             "nginx-ketama verify --backend local --versions 1.26.3 --seed 7 --keys 100 --max-servers 9 \
              --no-ring-proof --topologies 0 --stream-sessions 300"
         );
+        let musl = Backend::Local(Installation {
+            version: "1.26.3".parse().unwrap(),
+            package: "1.26.3-3".into(),
+            libc: Libc::Musl,
+            dir: "/nowhere".into(),
+        });
+        assert_eq!(
+            replay_command(&musl, &SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() }, Some(3)),
+            "nginx-ketama verify --backend local --versions 1.26.3 --libc musl --seed 7 --keys 100 --only 3"
+        );
+    }
+
+    #[test]
+    fn every_fourth_topology_is_a_collision_topology() {
+        let hits: Vec<usize> = (0..14).filter(|&i| is_collision_topology(i)).collect();
+        assert_eq!(hits, [3, 7, 11]);
     }
 }

@@ -5,8 +5,9 @@
 
 use nginx_ketama::server::Server;
 use nginx_ketama::upstream::{Method, Peer, Upstream, UpstreamError};
-use nginx_ketama::version::NginxVersion;
+use nginx_ketama::version::{Libc, NginxVersion};
 use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
 use rand::{Rng, RngExt, SeedableRng};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -143,6 +144,10 @@ pub struct Topology {
 /// server's port can never connect to itself.
 pub const SERVICE_PORTS: std::ops::RangeInclusive<u16> = 10000..=32767;
 const _: () = assert!(*SERVICE_PORTS.end() < *super::netns::EPHEMERAL_PORTS.start());
+
+/// How many ports of one address [`Topology::with_collisions`] searches: 2,048 strings of 160 points share
+/// about 12 hashes between different strings (birthday bound `n² / 2³³` for `n` = 327,680 points).
+pub const COLLISION_SEARCH_PORTS: usize = 2048;
 
 /// The upstream name used in rendered configs.
 pub const UPSTREAM: &str = "parity";
@@ -363,13 +368,66 @@ impl Topology {
         self.lines.iter().map(|l| l.spelling).collect()
     }
 
-    /// The library's model of this upstream.
+    /// This topology made a *collision topology*: consistent, plus up to `pairs` pairs of new, live
+    /// `127.a.b.c:PORT` lines whose point chains share a hash (so two different servers compete for a ring
+    /// point and the C library's sort decides, algorithm §3.2), each line inserted at a random place. The
+    /// pairs come from a birthday search ([`find_point_collisions`](super::catalog::find_point_collisions))
+    /// over [`COLLISION_SEARCH_PORTS`] random ports of one fresh address; reproducible from the seed.
+    pub fn with_collisions(mut self, pairs: usize) -> Topology {
+        let mut rng = ChaCha8Rng::seed_from_u64(self.seed ^ 0x636f_6c6c);
+        self.method = Method::Consistent;
+        let used: BTreeSet<IpAddr> = self
+            .lines
+            .iter()
+            .flat_map(|l| &l.endpoints)
+            .filter_map(|e| match e.listen {
+                Listen::Tcp(a) => Some(a.ip()),
+                Listen::Unix(_) => None,
+            })
+            .collect();
+        let mut found: Vec<(String, String)> = Vec::new();
+        while found.len() < pairs {
+            let ip =
+                Ipv4Addr::new(127, rng.random_range(1..=254), rng.random_range(0..=255), rng.random_range(1..=254));
+            if used.contains(&IpAddr::V4(ip)) {
+                continue;
+            }
+            let mut ports: Vec<u16> = SERVICE_PORTS.collect();
+            ports.shuffle(&mut rng);
+            let servers: Vec<String> = ports[..COLLISION_SEARCH_PORTS].iter().map(|p| format!("{ip}:{p}")).collect();
+            for (a, _, b, _, _) in super::catalog::find_point_collisions(&servers) {
+                let taken = |s: &String| found.iter().any(|(x, y)| x == s || y == s);
+                if found.len() < pairs && !taken(&a) && !taken(&b) {
+                    found.push((a, b));
+                }
+            }
+        }
+        for server in found.into_iter().flat_map(|(a, b)| [a, b]) {
+            let addr: SocketAddr = server.parse().expect("ip:port");
+            let line = ServerLine {
+                server,
+                spelling: Spelling::IpPort,
+                weight: 1,
+                down: false,
+                dead: false,
+                backup: false,
+                max_fails: 0,
+                fail_timeout: 10,
+                endpoints: vec![Endpoint { listen: Listen::Tcp(addr), name: addr.to_string() }],
+            };
+            let at = rng.random_range(0..=self.lines.len());
+            self.lines.insert(at, line);
+        }
+        self
+    }
+
+    /// The library's model of this upstream, as nginx built against `libc` runs it.
     ///
     /// # Errors
     ///
     /// Whatever [`nginx_ketama::UpstreamBuilder::build`] reports (never for generated topologies).
-    pub fn upstream(&self, version: NginxVersion) -> Result<Upstream, UpstreamError> {
-        let mut b = Upstream::builder(self.method).name(UPSTREAM).version(version);
+    pub fn upstream(&self, version: NginxVersion, libc: Libc) -> Result<Upstream, UpstreamError> {
+        let mut b = Upstream::builder(self.method).name(UPSTREAM).version(version).libc(libc);
         for line in &self.lines {
             for ep in &line.endpoints {
                 let peer = Peer::new(Server::new(line.server.clone()))
@@ -450,6 +508,25 @@ pub fn random_keys(seed: u64, count: usize) -> Vec<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A collision topology really has different servers sharing ring points, and stays valid.
+    #[test]
+    fn collision_topologies_collide() {
+        let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: None };
+        for seed in 0..4 {
+            let base = Topology::random(seed, &TopologyOptions { max_servers: 8, ..Default::default() }, &caps);
+            let t = base.clone().with_collisions(3);
+            assert_eq!(t.method, Method::Consistent);
+            assert_eq!(t.lines.len(), base.lines.len() + 6);
+            let added: Vec<String> =
+                t.lines.iter().filter(|l| !base.lines.contains(l)).map(|l| l.server.clone()).collect();
+            assert_eq!(added.len(), 6);
+            assert_eq!(super::super::catalog::find_point_collisions(&added).len(), 3, "seed {seed}: {added:?}");
+            for libc in Libc::ALL {
+                t.upstream(NginxVersion::LATEST, libc).unwrap();
+            }
+        }
+    }
 
     /// No generated address can be a source port the kernel hands out, nor the front servers' address.
     #[test]

@@ -2,6 +2,7 @@
 
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+use nginx_ketama::Libc;
 use nginx_ketama::version::NginxVersion;
 use nginx_ketama_harness::backend::{Backend, docker_available, docker_backend};
 use nginx_ketama_harness::install::Installation;
@@ -84,6 +85,11 @@ pub(crate) struct VerifyArgs {
     /// nginx versions to check (default: every provisioned one).
     #[arg(long, value_delimiter = ',')]
     pub versions: Vec<NginxVersion>,
+    /// C libraries to check (glibc, musl; comma-separated): of each version, only its builds against these
+    /// (default: every provisioned build; with --shim, glibc only). The model follows each build's C
+    /// library, detected from its binary.
+    #[arg(long, value_delimiter = ',', value_parser = crate::libc_parser())]
+    pub libc: Vec<Libc>,
     /// Random topologies per version.
     #[arg(long, default_value_t = 14)]
     pub topologies: usize,
@@ -131,6 +137,9 @@ impl VerifyArgs {
         if self.topologies == 0 && self.stream_sessions == 0 {
             return Err("nothing checked: --topologies 0 and --stream-sessions 0 leave nothing to compare".into());
         }
+        if self.shim.is_some() && self.libc.iter().any(|l| *l != Libc::Glibc) {
+            return Err("--shim proves glibc builds only: the shim protocol has no C library (drop --libc musl)".into());
+        }
         match self.only {
             Some(i) if i >= self.topologies => Err(format!(
                 "--only {i} is out of range: with --topologies {} the topologies are numbered {}",
@@ -171,31 +180,60 @@ impl VerifyArgs {
 pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
     let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
     let installs = Installation::discover(&root);
-    let wanted: Vec<NginxVersion> =
-        if args.versions.is_empty() { installs.iter().map(|i| i.version).collect() } else { args.versions.clone() };
+    let wanted = wanted_builds(args, &installs);
     if wanted.is_empty() && args.backend != BackendChoice::Docker {
         bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
     }
     let docker = match args.backend {
         BackendChoice::Local => false,
         BackendChoice::Docker => true,
-        BackendChoice::Auto => docker_available() && wanted.iter().all(|v| docker_backend(*v).is_ok()),
+        BackendChoice::Auto => docker_available() && wanted.iter().all(|(v, l)| docker_backend(*v, *l).is_ok()),
     };
     wanted
         .iter()
-        .map(|v| {
+        .map(|&(v, libc)| {
             if docker {
-                docker_backend(*v)
+                docker_backend(v, libc)
             } else {
-                installs.iter().find(|i| i.version == *v).cloned().map(Backend::Local).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "nginx {v} is not provisioned under {} (scripts/provision-nginx {v})",
-                        root.display()
-                    )
-                })
+                installs.iter().find(|i| i.version == v && i.libc == libc).cloned().map(Backend::Local).ok_or_else(
+                    || {
+                        let script = match libc {
+                            Libc::Glibc => "scripts/provision-nginx",
+                            Libc::Musl => "scripts/provision-nginx-musl",
+                        };
+                        anyhow::anyhow!(
+                            "nginx {v} built with {libc} is not provisioned under {} ({script} {v})",
+                            root.display()
+                        )
+                    },
+                )
             }
         })
         .collect()
+}
+
+/// The builds (version, C library) `args` asks for: of the given versions (default: every provisioned one),
+/// the builds against the given C libraries (default: every provisioned build; glibc when a version has
+/// none provisioned, or with `--shim`).
+fn wanted_builds(args: &VerifyArgs, installs: &[Installation]) -> Vec<(NginxVersion, Libc)> {
+    let mut versions: Vec<NginxVersion> = installs.iter().map(|i| i.version).collect();
+    if !args.versions.is_empty() {
+        versions.clone_from(&args.versions);
+    }
+    versions.dedup();
+    let mut out = Vec::new();
+    for v in versions {
+        let provisioned: Vec<Libc> = installs.iter().filter(|i| i.version == v).map(|i| i.libc).collect();
+        let libcs: Vec<Libc> = if !args.libc.is_empty() {
+            args.libc.clone()
+        } else if args.shim.is_some() || provisioned.is_empty() {
+            vec![Libc::Glibc]
+        } else {
+            provisioned
+        };
+        out.extend(libcs.into_iter().map(|l| (v, l)));
+    }
+    out
 }
 
 /// Runs `verify` and says how it ended (see [`Verdict`] for the exit codes). Progress goes to stderr, the
@@ -223,6 +261,12 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
         let reports = run_once(args, &backends, &options);
         let elapsed = started.elapsed();
         print!("{}", VersionReport::table(&reports));
+        if reports.iter().any(|r| r.libc_points > 0) {
+            println!(
+                "libc pts: ring points whose owner the C library decides (two servers share the hash; every 4th \
+                 topology has 3 such pairs); other libc: requests the other C library's tie rule would get wrong."
+            );
+        }
         let verdict = Verdict::of(&reports);
         print_faults(&reports);
         print_findings(&reports);
@@ -277,12 +321,14 @@ fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> 
             Event::Fault(index) => bar.println(format!("  topology {index}: harness fault")),
         });
         // Containers hide the client's source port; check the stream module with the local build instead.
-        if let (Backend::Docker { version, .. }, true) =
+        if let (Backend::Docker { version, libc, .. }, true) =
             (backend, options.stream_sessions > 0 && options.only.is_none())
         {
             let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
-            if let Some(install) = Installation::discover(&root).into_iter().find(|i| i.version == *version) {
-                bar.set_message(format!("stream module, local nginx {version}"));
+            if let Some(install) =
+                Installation::discover(&root).into_iter().find(|i| i.version == *version && i.libc == *libc)
+            {
+                bar.set_message(format!("stream module, local nginx {}", install.label()));
                 nginx_ketama_harness::sweep::stream_into(&Backend::Local(install), options, &mut report);
             }
         }

@@ -53,7 +53,7 @@ pub fn sample_keys(prefix: &str, seed: u64, count: usize) -> Vec<CaseKey> {
 /// builds it; nginx's answers are recorded, never derived from it).
 pub(super) fn ring_keys(topology: &Topology, stride: usize) -> Vec<CaseKey> {
     let forger = Forger::new();
-    let up = topology.upstream(NginxVersion::LATEST).expect("catalog topologies are valid");
+    let up = topology.upstream(NginxVersion::LATEST, nginx_ketama::Libc::Glibc).expect("catalog topologies are valid");
     let ring = up.ring().expect("consistent");
     let mut out = vec![
         flagged(forger.forge(b"edge-", 0), "crc32 0 (below every point: first point)", &[Flag::RingEdge]),

@@ -57,12 +57,24 @@ pub struct Case {
     /// Why nginx versions are expected to disagree on this case (docs/nginx-algorithm.md §8), if they are. A
     /// recording where versions disagree without such a note is reported as unexplained.
     pub versions_differ: Option<&'static str>,
+    /// Why one version's builds against glibc and against musl are expected to disagree on this case
+    /// (docs/nginx-algorithm.md §3.2), if they are; unexplained otherwise, like `versions_differ`.
+    pub libcs_differ: Option<&'static str>,
 }
 
 impl Case {
     /// A stateless case without case-wide flags or a version note; the setters below add them.
     pub fn new(name: &'static str, description: &'static str, topology: Topology, keys: Vec<CaseKey>) -> Case {
-        Case { name, description, topology, keys, stateful: false, flags: Vec::new(), versions_differ: None }
+        Case {
+            name,
+            description,
+            topology,
+            keys,
+            stateful: false,
+            flags: Vec::new(),
+            versions_differ: None,
+            libcs_differ: None,
+        }
     }
 
     /// Results depend on request order: replay in order on one worker.
@@ -83,6 +95,13 @@ impl Case {
     #[must_use]
     pub fn with_versions_differ(mut self, why: &'static str) -> Case {
         self.versions_differ = Some(why);
+        self
+    }
+
+    /// Why builds against glibc and musl are expected to disagree.
+    #[must_use]
+    pub fn with_libcs_differ(mut self, why: &'static str) -> Case {
+        self.libcs_differ = Some(why);
         self
     }
 }

@@ -1,6 +1,6 @@
 //! The language-neutral fixtures in `vectors/v1/` (Wycheproof style), generated from the records.
 
-use super::groups::{group_description, version_groups};
+use super::groups::{group_description, group_name, split_of, version_groups};
 use super::records::{PeerRecord, Record};
 use super::vocab::{BugType, Flag, Outcome, method_name, nginx_version};
 use nginx_ketama::upstream::Method;
@@ -34,6 +34,7 @@ struct VectorGroup<'a> {
     description: String,
     source: Source<'a>,
     method: &'static str,
+    libc: Vec<&'static str>,
     /// The routing rules every version of the group follows (a rule its versions differ on is left out:
     /// their recordings agree, so the rule does not decide any of the group's tests).
     rules: BTreeMap<&'static str, &'static str>,
@@ -104,7 +105,7 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
         let mut tc = 0;
         for record in records.iter().filter(|r| r.method == method) {
             let vgroups = version_groups(record);
-            let split = vgroups.len() > 1;
+            let split = split_of(&vgroups);
             for g in &vgroups {
                 let run = g.runs[0];
                 let server_of = run.server_of();
@@ -124,8 +125,11 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                             Outcome::Failed => flags.push(Flag::AllFailed),
                             Outcome::Answered => {}
                         }
-                        if split {
+                        if split.by_version {
                             flags.push(Flag::VersionDependent);
+                        }
+                        if split.by_libc {
+                            flags.push(Flag::LibcDependent);
                         }
                         // Flag's order is its names' order.
                         flags.sort_unstable();
@@ -144,8 +148,7 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                         }
                     })
                     .collect();
-                let name =
-                    if split { format!("{}@{}", record.case, g.versions_joined("+")) } else { record.case.clone() };
+                let name = group_name(record, g, split);
                 groups.push(VectorGroup {
                     name,
                     description: group_description(record, g, split),
@@ -157,6 +160,7 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                         recorded: g.runs.iter().map(|r| r.recorded.as_str()).max().unwrap_or(""),
                     },
                     method: method_name(record.method),
+                    libc: g.libcs().into_iter().map(|l| l.as_str()).collect(),
                     rules: shared_rules(&g.versions()),
                     stateful: record.stateful,
                     upstream: &record.upstream,

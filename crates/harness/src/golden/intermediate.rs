@@ -8,7 +8,8 @@
 //! a key of the same group, and `tests/vectors_lint.rs` checks that the server the lookup lands on is the
 //! server of nginx's recorded first attempt.
 
-use super::records::{Record, RecordKey, to_hex};
+use super::groups::glibc_group;
+use super::records::{Record, RecordKey, Run, to_hex};
 use nginx_ketama::plain::slot_owner;
 use nginx_ketama::ring::reference;
 use nginx_ketama::server::Server;
@@ -38,6 +39,7 @@ const HEADER: &[&str] = &[
     "Derived, not recorded: computed by the reference ring (src/ring/reference.rs) and the plain rehash over the",
     "peers of the named recorded groups (v1/consistent.json, v1/plain.json). Each lookup's key belongs to that group,",
     "and tests/vectors_lint.rs checks that its server is the server of nginx's recorded first attempt.",
+    "Ring ties follow glibc's rule (the point generated first survives); groups are the ones recorded on glibc builds.",
     "Hashes are CRC32 in lowercase hex (8 digits); bytes are lowercase hex.",
     "See vectors/README.md, section 'Intermediate values'.",
 ];
@@ -165,8 +167,10 @@ fn sample_keys(record: &Record) -> impl Iterator<Item = &RecordKey> {
     record.keys.iter().filter(|k| !k.key_hex.is_empty()).take(LOOKUPS)
 }
 
-fn consistent_group(record: &Record) -> ConsistentGroup {
-    let peers: Vec<_> = record.runs[0].peers.iter().filter(|p| !p.backup).collect();
+/// The values follow glibc's tie rule (the reference ring's stable sort), so they are shown for the group
+/// recorded on glibc builds; with musl, points two servers share may keep the other server.
+fn consistent_group((group, run): (String, &Run), record: &Record) -> ConsistentGroup {
+    let peers: Vec<_> = run.peers.iter().filter(|p| !p.backup).collect();
     let servers: Vec<Server> = peers.iter().map(|p| Server::new(p.server.clone())).collect();
     let weighted = || servers.iter().zip(&peers).map(|(s, p)| (s, p.weight));
     let sorted = reference::sorted_points(weighted());
@@ -187,7 +191,7 @@ fn consistent_group(record: &Record) -> ConsistentGroup {
         server: servers[ring[index].1].as_str().to_string(),
     };
     ConsistentGroup {
-        group: record.case.clone(),
+        group,
         servers: servers
             .iter()
             .zip(&peers)
@@ -231,12 +235,12 @@ fn consistent_group(record: &Record) -> ConsistentGroup {
     }
 }
 
-fn plain_group(record: &Record) -> PlainGroup {
-    let peers: Vec<_> = record.runs[0].peers.iter().filter(|p| !p.backup).collect();
+fn plain_group((group, run): (String, &Run), record: &Record) -> PlainGroup {
+    let peers: Vec<_> = run.peers.iter().filter(|p| !p.backup).collect();
     let weights: Vec<u32> = peers.iter().map(|p| p.weight).collect();
     let total: u32 = weights.iter().sum();
     PlainGroup {
-        group: record.case.clone(),
+        group,
         slots: peers
             .iter()
             .map(|p| Slot { server: p.server.clone(), address: p.address.clone(), weight: p.weight })
@@ -279,8 +283,16 @@ pub fn generate_intermediate(records: &[Record]) -> String {
     let file = File {
         algorithm: "nginx-upstream-hash",
         header: HEADER,
-        consistent: CONSISTENT.iter().filter_map(|n| find(n, Method::Consistent)).map(consistent_group).collect(),
-        plain: PLAIN.iter().filter_map(|n| find(n, Method::Plain)).map(plain_group).collect(),
+        consistent: CONSISTENT
+            .iter()
+            .filter_map(|n| find(n, Method::Consistent))
+            .filter_map(|r| Some(consistent_group(glibc_group(r)?, r)))
+            .collect(),
+        plain: PLAIN
+            .iter()
+            .filter_map(|n| find(n, Method::Plain))
+            .filter_map(|r| Some(plain_group(glibc_group(r)?, r)))
+            .collect(),
     };
     let mut text = serde_json::to_string_pretty(&file).expect("intermediate values serialize");
     text.push('\n');

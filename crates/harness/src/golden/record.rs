@@ -38,16 +38,6 @@ pub fn lock_catalog() -> Result<CatalogLock> {
     Ok(CatalogLock(f))
 }
 
-/// The C library an installation runs with, from its `packages.txt` (`libc6=2.36-9+deb12u14` →
-/// `glibc 2.36 (Debian 2.36-9+deb12u14)`).
-pub fn libc_of(install: &Installation) -> String {
-    let text = std::fs::read_to_string(install.dir.join("packages.txt")).unwrap_or_default();
-    match text.lines().find_map(|l| l.strip_prefix("libc6=")) {
-        Some(v) => format!("glibc {} (Debian {v})", v.split('-').next().unwrap_or(v)),
-        None => "unknown".to_string(),
-    }
-}
-
 /// Today's date in UTC, `YYYY-MM-DD`.
 pub fn utc_today() -> String {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -181,7 +171,7 @@ pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run
     Ok(Run {
         nginx: install.version,
         package: install.package.clone(),
-        libc: libc_of(install),
+        libc: install.libc_description(),
         recorded: date.to_string(),
         peers,
         results,

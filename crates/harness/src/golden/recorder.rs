@@ -13,7 +13,7 @@
 use super::super::catalog::catalog;
 use super::super::install::Installation;
 use super::fixtures::generate_vectors;
-use super::groups::{VersionGroup, version_groups};
+use super::groups::{VersionGroup, split_of, version_groups};
 use super::intermediate::generate_intermediate;
 use super::record::{lock_catalog, record_case, utc_today};
 use super::records::{Record, load_records, merge, record_json, skeleton};
@@ -40,7 +40,8 @@ pub struct RecordArgs {
 pub enum RecordStatus {
     /// Everything recorded; any version difference is explained by its case.
     Clean,
-    /// Recorded, but some case's nginx versions disagree without a `versions_differ` note.
+    /// Recorded, but some case's builds disagree without a `versions_differ` (or, between C libraries, a
+    /// `libcs_differ`) note.
     UnexplainedVersionDifference,
 }
 
@@ -127,14 +128,21 @@ fn record_catalog(args: &RecordArgs, records: &Path) -> Result<RecordStatus> {
         let old = std::fs::read_to_string(&path).ok().and_then(|s| serde_json::from_str(&s).ok());
         let record = merge(record, old.as_ref());
         let groups = version_groups(&record);
-        let note = match (groups.len(), &record.versions_differ) {
-            (1, _) => String::new(),
-            (_, Some(_)) => format!("  versions differ (explained): {}", split_label(&groups)),
-            (_, None) => {
-                status = RecordStatus::UnexplainedVersionDifference;
-                format!("  UNEXPLAINED version difference: {}", split_label(&groups))
+        let split = split_of(&groups);
+        let mut note = String::new();
+        for (applies, why, what) in [
+            (split.by_version, &record.versions_differ, "versions differ"),
+            (split.by_libc, &record.libcs_differ, "C libraries differ"),
+        ] {
+            match (applies, why) {
+                (false, _) => {}
+                (true, Some(_)) => note.push_str(&format!("  {what} (explained): {}", split_label(&groups))),
+                (true, None) => {
+                    status = RecordStatus::UnexplainedVersionDifference;
+                    note.push_str(&format!("  UNEXPLAINED: {what}: {}", split_label(&groups)));
+                }
             }
-        };
+        }
         std::fs::write(&path, record_json(&record))?;
         eprintln!(
             "recorded {:<28} {:>4} keys × {} nginx in {:>5.1}s{note}",

@@ -6,7 +6,7 @@ use super::super::site::HTTP_KEY;
 use super::vocab::{Flag, MethodDef, Observation, nginx_version};
 use anyhow::{Context, Result};
 use nginx_ketama::upstream::Method;
-use nginx_ketama::version::NginxVersion;
+use nginx_ketama::version::{Libc, NginxVersion};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,6 +29,8 @@ pub struct Record {
     pub flags: Vec<Flag>,
     /// Why versions are expected to disagree, if they do.
     pub versions_differ: Option<String>,
+    /// Why builds of one version against different C libraries are expected to disagree, if they do.
+    pub libcs_differ: Option<String>,
     /// The `upstream` block nginx ran.
     pub upstream: String,
     /// The private hosts file nginx resolved names with, if any.
@@ -69,7 +71,8 @@ pub struct Run {
     pub nginx: NginxVersion,
     /// Debian package version.
     pub package: String,
-    /// The C library nginx ran with (its qsort decides collisions).
+    /// The C library nginx ran with, its name first (`glibc 2.41 (Debian 2.41-12+deb13u5)`, `musl 1.2.3
+    /// (Debian 1.2.3-1, static)`): its qsort decides collisions. See [`Run::c_library`].
     pub libc: String,
     /// UTC day these results were first recorded (kept while re-recordings give the same results).
     pub recorded: String,
@@ -80,6 +83,17 @@ pub struct Run {
 }
 
 impl Run {
+    /// The C library named by [`Run::libc`]'s first word ([`load_records`] refuses a record whose runs name
+    /// none; a run that was never loaded from disk counts as glibc when it names none).
+    pub fn c_library(&self) -> Libc {
+        libc_named(&self.libc).unwrap_or(Libc::Glibc)
+    }
+
+    /// How reports name the build: the version, with `-musl` for a musl build (`1.26.3-musl`).
+    pub fn label(&self) -> String {
+        super::super::install::build_label(self.nginx, self.c_library())
+    }
+
     /// Configured server string by peer address.
     pub fn server_of(&self) -> BTreeMap<&str, &str> {
         self.peers.iter().map(|p| (p.address.as_str(), p.server.as_str())).collect()
@@ -108,7 +122,13 @@ pub struct PeerRecord {
     pub refuses: bool,
 }
 
-/// The library's upstream for `peers` (in list order) with `method` and the rules of `version`.
+/// The C library a run's `libc` text names by its first word (`glibc …`, `musl …`).
+fn libc_named(text: &str) -> Option<Libc> {
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// The library's upstream for `peers` (in list order) with `method`, the rules of `version` and the tie rule
+/// of `libc`.
 ///
 /// # Errors
 ///
@@ -116,9 +136,11 @@ pub struct PeerRecord {
 pub fn upstream_of_peers(
     method: Method,
     version: NginxVersion,
+    libc: Libc,
     peers: &[PeerRecord],
 ) -> Result<nginx_ketama::Upstream> {
-    let mut b = nginx_ketama::Upstream::builder(method).name(super::super::topology::UPSTREAM).version(version);
+    let mut b =
+        nginx_ketama::Upstream::builder(method).name(super::super::topology::UPSTREAM).version(version).libc(libc);
     for p in peers {
         let peer = nginx_ketama::Peer::new(nginx_ketama::Server::new(p.server.clone()))
             .with_name(p.address.clone())
@@ -149,6 +171,7 @@ pub fn skeleton(case: &Case) -> Record {
         stateful: case.stateful,
         flags: case.flags.clone(),
         versions_differ: case.versions_differ.map(str::to_string),
+        libcs_differ: case.libcs_differ.map(str::to_string),
         upstream: case.topology.upstream_block(HTTP_KEY, true),
         hosts: (!case.topology.hosts.is_empty()).then(|| case.topology.hosts_file()),
         keys: case
@@ -173,19 +196,20 @@ pub fn merge(mut new: Record, old: Option<&Record>) -> Record {
     if !same_case {
         return new;
     }
+    let same_build = |a: &Run, b: &Run| a.nginx == b.nginx && a.c_library() == b.c_library();
     for run in &mut new.runs {
-        if let Some(o) = old.runs.iter().find(|o| o.nginx == run.nginx)
+        if let Some(o) = old.runs.iter().find(|o| same_build(o, run))
             && (Run { recorded: o.recorded.clone(), ..run.clone() }) == *o
         {
             run.recorded = o.recorded.clone();
         }
     }
     for o in &old.runs {
-        if !new.runs.iter().any(|r| r.nginx == o.nginx) {
+        if !new.runs.iter().any(|r| same_build(r, o)) {
             new.runs.push(o.clone());
         }
     }
-    new.runs.sort_by_key(|r| r.nginx);
+    new.runs.sort_by_key(|r| (r.nginx, r.c_library()));
     new
 }
 
@@ -201,6 +225,14 @@ pub fn load_records(dir: &Path) -> Result<Vec<Record>> {
         if path.extension().is_some_and(|x| x == "json") {
             let text = std::fs::read_to_string(&path)?;
             let r: Record = serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+            if let Some(run) = r.runs.iter().find(|run| libc_named(&run.libc).is_none()) {
+                anyhow::bail!(
+                    "{}: the run of nginx {} names no known C library ({:?}; expected glibc … or musl …)",
+                    path.display(),
+                    run.nginx,
+                    run.libc
+                );
+            }
             out.push(r);
         }
     }

@@ -84,14 +84,16 @@ pub struct LibraryReplayer {
 }
 
 impl LibraryReplayer {
-    /// Builds the upstream of `run` (peers in list order) with the rules of its nginx version.
+    /// Builds the upstream of `run` (peers in list order) with the rules of its nginx version and the tie
+    /// rule of its C library.
     ///
     /// # Errors
     ///
     /// An upstream the library rejects.
     pub fn new(record: &Record, run: &Run) -> Result<LibraryReplayer> {
         let refusing = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.clone()).collect();
-        Ok(LibraryReplayer { upstream: upstream_of_peers(record.method, run.nginx, &run.peers)?, refusing })
+        let upstream = upstream_of_peers(record.method, run.nginx, run.c_library(), &run.peers)?;
+        Ok(LibraryReplayer { upstream, refusing })
     }
 }
 

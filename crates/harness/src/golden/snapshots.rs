@@ -1,6 +1,6 @@
 //! The readable insta snapshots of records (`snapshots/catalog__<case>.snap`).
 
-use super::groups::{group_description, version_groups};
+use super::groups::{group_description, split_of, version_groups};
 use super::records::{Record, to_hex};
 use super::vocab::{Outcome, method_name};
 use std::fmt::Write as _;
@@ -48,11 +48,11 @@ pub fn render_snapshot(record: &Record) -> String {
         let _ = write!(s, "\nhosts:\n{h}");
     }
     let groups = version_groups(record);
-    let split = groups.len() > 1;
+    let split = split_of(&groups);
     for g in &groups {
         let _ = writeln!(s, "\n=== nginx {} ===", g.versions_joined(", "));
-        if split {
-            let _ = writeln!(s, "{}", group_description(record, g, true));
+        if split.any() {
+            let _ = writeln!(s, "{}", group_description(record, g, split));
         }
         let run = g.runs[0];
         let _ = writeln!(s, "peers:");

@@ -24,6 +24,7 @@ pub enum Flag {
     InvalidUtf8,
     Ipv6,
     LargeRing,
+    LibcDependent,
     LongKey,
     ManyMisses,
     MultiAddress,
@@ -53,7 +54,7 @@ pub enum BugType {
 
 impl Flag {
     /// Every flag, in name order.
-    pub const ALL: [Flag; 27] = [
+    pub const ALL: [Flag; 28] = [
         Flag::AllFailed,
         Flag::Backup,
         Flag::Collision,
@@ -67,6 +68,7 @@ impl Flag {
         Flag::InvalidUtf8,
         Flag::Ipv6,
         Flag::LargeRing,
+        Flag::LibcDependent,
         Flag::LongKey,
         Flag::ManyMisses,
         Flag::MultiAddress,
@@ -112,6 +114,7 @@ impl Flag {
             Flag::SingleServer => "SingleServer",
             Flag::UnixSocket => "UnixSocket",
             Flag::VersionDependent => "VersionDependent",
+            Flag::LibcDependent => "LibcDependent",
             Flag::Weighted => "Weighted",
         }
     }
@@ -131,6 +134,7 @@ impl Flag {
             | Flag::PastPoint
             | Flag::RingEdge => BugType::EdgeCase,
             Flag::VersionDependent => BugType::Legacy,
+            Flag::LibcDependent => BugType::EdgeCase,
             Flag::AllFailed
             | Flag::Backup
             | Flag::DeadServers
@@ -196,6 +200,9 @@ impl Flag {
             Flag::UnixSocket => "A unix: (or UNIX:) server: the ring hashes the path without the prefix.",
             Flag::VersionDependent => {
                 "nginx versions disagree on this case; the group holds one version set's behaviour (see its description)."
+            }
+            Flag::LibcDependent => {
+                "nginx built against glibc and against musl disagree on this case (which server keeps a ring point two servers share, docs/nginx-algorithm.md §3.2); the group's libc says whose tie rule it needs."
             }
             Flag::Weighted => "Servers with weights other than 1.",
         }

@@ -120,6 +120,11 @@ public final class Replay {
                 if (!"consistent".equals(m) && !"plain".equals(m)) {
                     throw new IllegalArgumentException("unknown method " + m);
                 }
+                // This port sorts ring points stably (glibc's rule); groups recorded only on musl need musl's.
+                if (g.get("libc") instanceof List<?> libc && !libc.contains("glibc")) {
+                    throw new IllegalArgumentException(
+                            "needs musl's tie rule (docs/nginx-algorithm.md §3.2); this port models glibc");
+                }
             } catch (IllegalArgumentException e) {
                 System.out.println("SKIP " + name + ": " + e.getMessage());
                 skipped += arr(g.get("tests")).size();
