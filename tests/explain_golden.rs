@@ -90,7 +90,7 @@ fn explain_reproduces_every_golden_vector() {
 }
 
 fn replay(record: &Record, run: &Run, checked: &mut usize, walked: &mut usize) -> Vec<String> {
-    let up = upstream_of_peers(record.method, run.nginx, &run.peers).unwrap();
+    let up = upstream_of_peers(record.method, run.nginx, run.c_library(), &run.peers).unwrap();
     let refusing: BTreeSet<&str> = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.as_str()).collect();
     let refuses = |p: &nginx_ketama::Peer| refusing.contains(p.name());
     let mut failures = Vec::new();

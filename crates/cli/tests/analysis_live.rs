@@ -93,7 +93,7 @@ fn share_and_diff_match_what_nginx_does_with_200000_keys() -> Result<()> {
     let maps: Vec<PickMap> = [&before, &after, &plain]
         .iter()
         .map(|t| {
-            let up = t.upstream(version).unwrap();
+            let up = t.upstream(version, backend.libc()).unwrap();
             PickMap::with_failing(&up, |p| t.refuses(p.name()), key_len)
         })
         .collect();

@@ -5,7 +5,7 @@ use crate::{FragmentOf, UpstreamArgs};
 use anyhow::{Result, bail};
 use nginx_ketama::analysis::diff::Diff;
 use nginx_ketama::analysis::{Pick, PickMap, svg};
-use nginx_ketama::{NginxVersion, Upstream};
+use nginx_ketama::{Libc, NginxVersion, Upstream};
 use std::io::{BufWriter, Write};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -33,6 +33,9 @@ pub(crate) struct DiffArgs {
     /// Make every `server` line exactly one peer, with no DNS lookups.
     #[arg(long)]
     no_resolve: bool,
+    /// The C library both nginx builds use, for ring-point ties (see `route --help`).
+    #[arg(long, default_value_t = Libc::Glibc, value_parser = crate::libc_parser())]
+    libc: Libc,
     /// Read both files as fragments (see `route --help`).
     #[arg(long, value_enum, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "http")]
     fragment: Option<FragmentOf>,
@@ -190,8 +193,14 @@ fn load(
     upstream: Option<String>,
     version: NginxVersion,
 ) -> Result<(Upstream, String)> {
-    let side =
-        UpstreamArgs { config, upstream, no_resolve: args.no_resolve, nginx_version: version, fragment: args.fragment };
+    let side = UpstreamArgs {
+        config,
+        upstream,
+        no_resolve: args.no_resolve,
+        nginx_version: version,
+        libc: args.libc,
+        fragment: args.fragment,
+    };
     let (config, name) = crate::load(&side)?;
     Ok((config.hash_upstream(Some(&name))?.upstream.clone(), name))
 }
