@@ -111,6 +111,41 @@ pub const RULES: &[(NginxVersion, RuleChange)] = &[
     (NginxVersion::new(1, 29, 7), |r| r.keepalive_zero_and_local = true),
 ];
 
+/// A routing rule that changed between releases, under the name the golden vectors give it: each vector
+/// group states, in its `rules`, the value every release it was recorded on follows (vectors/README.md).
+#[derive(Debug, Clone, Copy)]
+pub struct RoutingRule {
+    /// The rule's name in the vectors (camelCase).
+    pub name: &'static str,
+    /// Its value under some [`Rules`] (a camelCase word).
+    pub value: fn(&Rules) -> &'static str,
+}
+
+/// Every rule of [`RULES`] that changes routing (rather than what the config reader accepts), with its
+/// vector name. Add an entry with each new routing difference.
+pub const ROUTING_RULES: &[RoutingRule] = &[RoutingRule {
+    name: "plainHashBypass",
+    value: |r| if r.plain_hash_guards_on_number { "listUnderTwoPeers" } else { "singlePeerNoBackup" },
+}];
+
+impl Rules {
+    /// The value of every [`ROUTING_RULES`] entry under these rules, as `(name, value)`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::NginxVersion;
+    ///
+    /// let old = NginxVersion::new(1, 26, 3).rules().routing();
+    /// assert_eq!(old, [("plainHashBypass", "singlePeerNoBackup")]);
+    /// let new = NginxVersion::new(1, 30, 6).rules().routing();
+    /// assert_eq!(new, [("plainHashBypass", "listUnderTwoPeers")]);
+    /// ```
+    pub fn routing(&self) -> Vec<(&'static str, &'static str)> {
+        ROUTING_RULES.iter().map(|r| (r.name, (r.value)(self))).collect()
+    }
+}
+
 /// The releases whose directive and variable sets were probed from the binaries (`scripts/probe-directives`,
 /// `scripts/probe-variables`); a release in between uses the newest probed one before it, an older one the
 /// oldest. To add a release: provision it, re-run both probes and table generators (one column per release,

@@ -1,7 +1,8 @@
 //! Lints the language-neutral fixtures in `vectors/v1/`: schema, unique ids, counts, flags, names,
 //! internal consistency, and that the files are exactly what the generator makes from the records.
 
-use nginx_ketama_harness::golden::{generate_vectors, load_records, records_dir, vectors_dir};
+use nginx_ketama_harness::golden::intermediate::generate_intermediate;
+use nginx_ketama_harness::golden::{generate_vectors, intermediate_path, load_records, records_dir, vectors_dir};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -251,4 +252,69 @@ fn fixtures_are_exactly_what_the_records_generate() {
     }
     // Generating twice is deterministic.
     assert_eq!(generate_vectors(&records), generated);
+}
+
+/// `vectors/intermediate.json` is exactly what the records generate, and it agrees with nginx: every
+/// consistent lookup lands on the server of nginx's recorded first attempt for that key, every plain key's
+/// first rehash step on nginx's first address; each chain starts with the CRC32 of its stated input and
+/// each step's numbers follow from its input.
+#[test]
+fn intermediate_values_are_generated_and_agree_with_nginx() {
+    let records = load_records(&records_dir()).unwrap();
+    let text = std::fs::read_to_string(intermediate_path()).expect("vectors/intermediate.json");
+    assert!(
+        text == generate_intermediate(&records),
+        "vectors/intermediate.json differs from what vectors/records generates: run scripts/record-vectors --offline"
+    );
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let fixtures = fixture_files();
+    let first_attempts = |file: &str, group: &str| -> BTreeMap<String, (String, String)> {
+        let f: Value = serde_json::from_str(&fixtures[file]).unwrap();
+        let g = f["testGroups"].as_array().unwrap().iter().find(|g| g["name"] == group).expect("group in fixtures");
+        g["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let s = |k: &str| t[k][0].as_str().unwrap_or("").to_string();
+                (t["keyHex"].as_str().unwrap().to_string(), (s("servers"), s("attempts")))
+            })
+            .collect()
+    };
+    let mut checked = 0;
+    let consistent = v["consistent"].as_array().unwrap();
+    assert!(consistent.len() >= 3, "at least three consistent groups");
+    for g in consistent {
+        let nginx = first_attempts("consistent.json", g["group"].as_str().unwrap());
+        for s in g["servers"].as_array().unwrap() {
+            let input = hex(s["firstInputHex"].as_str().unwrap());
+            assert_eq!(s["firstPoints"][0], format!("{:08x}", crc32fast::hash(&input)), "{s}");
+        }
+        assert!(!g["lookups"].as_array().unwrap().is_empty());
+        for l in g["lookups"].as_array().unwrap() {
+            let key = hex(l["keyHex"].as_str().unwrap());
+            assert_eq!(l["crc32"], format!("{:08x}", crc32fast::hash(&key)));
+            assert!(l["pointHash"].as_str().unwrap() >= l["crc32"].as_str().unwrap() || l["pointIndex"] == 0, "{l}");
+            let (server, _) = &nginx[l["keyHex"].as_str().unwrap()];
+            assert_eq!(l["server"].as_str().unwrap(), server, "{}: {l}", g["group"]);
+            checked += 1;
+        }
+    }
+    for g in v["plain"].as_array().unwrap() {
+        let nginx = first_attempts("plain.json", g["group"].as_str().unwrap());
+        let total = g["totalWeight"].as_u64().unwrap();
+        for k in g["keys"].as_array().unwrap() {
+            let mut sum = 0u32;
+            for step in k["steps"].as_array().unwrap() {
+                let crc = crc32fast::hash(&hex(step["inputHex"].as_str().unwrap()));
+                sum = sum.wrapping_add((crc >> 16) & 0x7fff);
+                assert_eq!(step["sum"].as_u64(), Some(u64::from(sum)), "{step}");
+                assert_eq!(step["slot"].as_u64(), Some(u64::from(sum) % total), "{step}");
+            }
+            let (_, address) = &nginx[k["keyHex"].as_str().unwrap()];
+            assert_eq!(k["steps"][0]["address"].as_str().unwrap(), address, "{}: {k}", g["group"]);
+            checked += 1;
+        }
+    }
+    assert!(checked >= 12, "only {checked} intermediate lookups checked against nginx");
 }

@@ -153,12 +153,17 @@ impl Shim {
     ///
     /// As [`Shim::upstream`].
     pub fn upstream_json(&mut self, method: &str, version: &str, peers: &Value) -> Result<()> {
+        let rules: serde_json::Map<String, Value> = match version.parse::<NginxVersion>() {
+            Ok(v) => v.rules().routing().into_iter().map(|(k, v)| (k.to_string(), Value::from(v))).collect(),
+            Err(_) => serde_json::Map::new(),
+        };
         self.exchange(&json!({
             "op": "upstream",
             "protocol": PROTOCOL,
             "name": UPSTREAM,
             "method": method,
             "version": version,
+            "rules": rules,
             "now": RUN_CLOCK,
             "peers": peers,
         }))

@@ -34,6 +34,9 @@ struct VectorGroup<'a> {
     description: String,
     source: Source<'a>,
     method: &'static str,
+    /// The routing rules every version of the group follows (a rule its versions differ on is left out:
+    /// their recordings agree, so the rule does not decide any of the group's tests).
+    rules: BTreeMap<&'static str, &'static str>,
     stateful: bool,
     upstream: &'a str,
     peers: &'a [PeerRecord],
@@ -77,6 +80,21 @@ pub const HEADER: &[&str] = &[
     "All requests of a group happen within one fail_timeout: failed peers (max_fails > 0) stay failed.",
     "See vectors/README.md.",
 ];
+
+/// The routing rules on which all of `versions` agree, by name.
+fn shared_rules(versions: &[NginxVersion]) -> BTreeMap<&'static str, &'static str> {
+    let mut all = versions.iter().map(|v| v.rules().routing());
+    let Some(first) = all.next() else { return BTreeMap::new() };
+    let mut shared: BTreeMap<&'static str, &'static str> = first.into_iter().collect();
+    for other in all {
+        for (name, value) in other {
+            if shared.get(name) != Some(&value) {
+                shared.remove(name);
+            }
+        }
+    }
+    shared
+}
 
 /// Generates the fixture files (`consistent.json`, `plain.json`) from records: file name → contents.
 pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
@@ -139,6 +157,7 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                         recorded: g.runs.iter().map(|r| r.recorded.as_str()).max().unwrap_or(""),
                     },
                     method: method_name(record.method),
+                    rules: shared_rules(&g.versions()),
                     stateful: record.stateful,
                     upstream: &record.upstream,
                     peers: &run.peers,

@@ -11,15 +11,19 @@
 //! * [`groups`]: runs of a record grouped by the nginx versions that agree;
 //! * [`snapshots`]: the readable insta tables (`snapshots/catalog__<case>.snap`);
 //! * [`fixtures`]: the language-neutral fixtures (`vectors/v1/*.json`);
+//! * [`intermediate`]: values a port computes on the way (chains, the deduplicated ring, lookups, rehash
+//!   steps) for a few recorded groups, derived by the reference ring and anchored to nginx's answers;
 //! * [`replay`](mod@replay): the offline replay against a `Model` (the library's `Worker`, or a deliberately broken one
 //!   in tests);
 //! * [`recorder`]: `nginx-ketama record-vectors`, the one command that writes records and fixtures.
 //!
 //! Only `scripts/record-vectors` writes records; the fixtures are regenerated from records by the same
-//! command (`--offline` skips nginx). Nothing here derives an expected result from this library.
+//! command (`--offline` skips nginx). No expected result is derived from this library: the intermediate values are
+//! debugging aids, each lookup checked against nginx's recorded first attempt.
 
 pub mod fixtures;
 pub mod groups;
+pub mod intermediate;
 pub mod record;
 pub mod recorder;
 pub mod records;
@@ -48,6 +52,12 @@ pub fn records_dir() -> PathBuf {
 /// Where the generated fixtures live: `vectors/v1/`.
 pub fn vectors_dir() -> PathBuf {
     crate::repo_root().join("vectors/v1")
+}
+
+/// Where the derived intermediate values for port authors live: `vectors/intermediate.json` (outside
+/// `v1/`, whose every file is a fixture of recorded tests).
+pub fn intermediate_path() -> PathBuf {
+    crate::repo_root().join("vectors/intermediate.json")
 }
 
 /// Where the readable snapshots live: `snapshots/`.

@@ -6,17 +6,19 @@
 //!   removes records of cases that left the catalog (full runs only);
 //! * with `--offline`: records nothing, but copies edited prose (descriptions, version notes, key comments)
 //!   from the catalog into records whose recorded inputs did not change;
-//! * always: regenerates `vectors/v1/consistent.json` and `vectors/v1/plain.json` from the records and
-//!   removes snapshots of cases that have no record any more.
+//! * always: regenerates `vectors/v1/consistent.json`, `vectors/v1/plain.json` and the derived
+//!   `vectors/intermediate.json` from the records and removes snapshots of cases that have no record any
+//!   more.
 
 use super::super::catalog::catalog;
 use super::super::install::Installation;
 use super::fixtures::generate_vectors;
 use super::groups::{VersionGroup, version_groups};
+use super::intermediate::generate_intermediate;
 use super::record::{lock_catalog, record_case, utc_today};
 use super::records::{Record, load_records, merge, record_json, skeleton};
 use super::snapshots::snapshot_name;
-use super::{records_dir, snapshots_dir, vectors_dir};
+use super::{intermediate_path, records_dir, snapshots_dir, vectors_dir};
 use anyhow::{Context, Result, bail};
 use nginx_ketama::version::NginxVersion;
 use std::path::Path;
@@ -80,6 +82,7 @@ pub fn record_vectors(args: &RecordArgs) -> Result<RecordStatus> {
     for (name, text) in &files {
         std::fs::write(dir.join(name), text)?;
     }
+    std::fs::write(intermediate_path(), generate_intermediate(&all))?;
     // Snapshots are derived too: drop those of cases that have no record any more.
     if let Ok(entries) = std::fs::read_dir(snapshots_dir()) {
         for e in entries {
