@@ -77,7 +77,7 @@ enum Command {
         #[command(flatten)]
         upstream: UpstreamArgs,
         /// A server that refuses connections: a configured server string (every peer of that line) or one
-        /// peer address as nginx prints it in $upstream_addr (e.g. 127.0.0.9:8080, [::1]:8080). Repeatable.
+        /// peer address as nginx prints it in $upstream_addr (e.g. `127.0.0.9:8080`, `[::1]:8080`). Repeatable.
         #[arg(long = "failed", value_name = "SERVER")]
         failed: Vec<String>,
     },

@@ -66,10 +66,8 @@ pub(crate) fn run(args: &ForgeArgs) -> Result<()> {
     let point = |p: Option<usize>| p.map_or_else(String::new, |p| p.to_string());
     match args.format {
         Format::Table => {
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|r| vec![crate::escape_field(&r.key).into_owned(), r.crc32.clone(), point(r.point)])
-                .collect();
+            let cells: Vec<Vec<String>> =
+                rows.iter().map(|r| vec![r.key.clone(), r.crc32.clone(), point(r.point)]).collect();
             table(&mut out, &["key", "crc32", "point"], &[false, false, true], &cells)?;
         }
         Format::Json => json(&mut out, &rows)?,

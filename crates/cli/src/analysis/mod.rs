@@ -94,10 +94,13 @@ pub(crate) fn health_name(h: ServerHealth) -> &'static str {
     }
 }
 
-/// Rows as aligned columns: text left-aligned, numbers right-aligned (`right[i]`), two spaces apart.
+/// Rows as aligned columns: text left-aligned, numbers right-aligned (`right[i]`), two spaces apart. Cells
+/// are escaped as `ring` escapes server strings (`\\`, `\t`, `\n`, `\xNN`), so a row stays one line.
 pub(crate) fn table(out: &mut impl Write, header: &[&str], right: &[bool], rows: &[Vec<String>]) -> Result<()> {
+    let rows: Vec<Vec<String>> =
+        rows.iter().map(|r| r.iter().map(|c| crate::escape_field(c).into_owned()).collect()).collect();
     let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
+    for row in &rows {
         for (i, cell) in row.iter().enumerate() {
             width[i] = width[i].max(cell.chars().count());
         }
@@ -122,7 +125,7 @@ pub(crate) fn table(out: &mut impl Write, header: &[&str], right: &[bool], rows:
         s
     };
     writeln!(out, "{}", line(header.to_vec()))?;
-    for row in rows {
+    for row in &rows {
         writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
     }
     Ok(())
@@ -145,4 +148,24 @@ pub(crate) fn json(out: &mut impl Write, value: &impl serde::Serialize) -> Resul
     serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::from)?;
     writeln!(out)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_and_escapes_cells() {
+        let mut out = Vec::new();
+        let rows = vec![vec!["a\tb".to_string(), "1".to_string()], vec!["long name".to_string(), "100".to_string()]];
+        table(&mut out, &["server", "n"], &[false, true], &rows).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "server       n\na\\tb         1\nlong name  100\n");
+    }
+
+    #[test]
+    fn csv_quotes_only_when_needed() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("[::1]:80"), "[::1]:80");
+    }
 }
