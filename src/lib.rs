@@ -34,6 +34,8 @@
 //! * [`Worker`] — a per-worker simulator reproducing nginx request by request: retries, the 20-miss budget,
 //!   round-robin fallbacks, `max_fails`/`fail_timeout`, several addresses under one name.
 //! * [`config`] — reads `upstream` blocks from a real `nginx.conf` (with `include`), with nginx's errors.
+//! * [`analysis`] — exact answers over the whole hash space: shares, explanations, diffs, forged keys and
+//!   agreement with other ketama implementations.
 //! * `md5_variants` (feature `md5`) — the MD5 rings that popular answers describe, kept apart and labelled
 //!   *not nginx*.
 //!
@@ -51,6 +53,7 @@
 
 #![warn(missing_docs)]
 
+pub mod analysis;
 pub mod config;
 #[cfg(feature = "md5")]
 pub mod md5_variants;

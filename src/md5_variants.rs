@@ -17,6 +17,24 @@ struct SortedRing {
 }
 
 impl SortedRing {
+    /// The servers, and how many of the 2³² hash values land on each one's points (a key hashing above
+    /// the last point wraps to the first).
+    fn space(&self) -> (&[Server], Vec<u64>) {
+        let mut space = vec![0u64; self.servers.len()];
+        let mut prev: Option<u32> = None;
+        for &(p, owner) in &self.points {
+            space[owner as usize] += match prev {
+                None => u64::from(p) + 1,
+                Some(q) => u64::from(p - q),
+            };
+            prev = Some(p);
+        }
+        if let (Some(&(_, first)), Some(last)) = (self.points.first(), prev) {
+            space[first as usize] += u64::from(u32::MAX - last);
+        }
+        (&self.servers, space)
+    }
+
     fn owner(&self, hash: u32) -> Option<&Server> {
         if self.points.is_empty() {
             return None;
@@ -54,6 +72,12 @@ fn md5_le32(bytes: &[u8]) -> u32 {
 pub struct LibketamaRing(SortedRing);
 
 impl LibketamaRing {
+    /// The servers in list order, and how many of the 2³² values of the key's hash land on each one's
+    /// points (duplicate points counted once, for the owner the sort left first).
+    pub fn space(&self) -> (&[Server], Vec<u64>) {
+        self.0.space()
+    }
+
     /// Builds the ring from `(server, weight)` pairs.
     pub fn new<'a>(servers: impl IntoIterator<Item = (&'a Server, u32)>) -> LibketamaRing {
         let list: Vec<(&Server, u32)> = servers.into_iter().collect();
@@ -112,6 +136,12 @@ impl LibketamaRing {
 pub struct Md5VnodeRing(SortedRing);
 
 impl Md5VnodeRing {
+    /// The servers in list order, and how many of the 2³² values of the key's hash land on each one's
+    /// points (duplicate points counted once, for the owner the sort left first).
+    pub fn space(&self) -> (&[Server], Vec<u64>) {
+        self.0.space()
+    }
+
     /// Builds the ring from `(server, weight)` pairs.
     pub fn new<'a>(servers: impl IntoIterator<Item = (&'a Server, u32)>) -> Md5VnodeRing {
         let list: Vec<(&Server, u32)> = servers.into_iter().collect();
@@ -149,6 +179,25 @@ mod tests {
     fn md5_le32_known_answer() {
         // md5("") = d41d8cd98f00b204e9800998ecf8427e
         assert_eq!(md5_le32(b""), 0xd98c1dd4);
+    }
+
+    #[test]
+    fn space_sums_to_the_whole_hash() {
+        let s = [Server::new("a"), Server::new("b"), Server::new("c")];
+        let (_, space) = Md5VnodeRing::new([(&s[0], 1), (&s[1], 2), (&s[2], 1)]).space();
+        assert_eq!(space.iter().sum::<u64>(), 1 << 32);
+        // Brute force on a sample of hashes: the owner of each hash is the server whose space holds it.
+        let ring = LibketamaRing::new([(&s[0], 1), (&s[1], 1)]);
+        let (_, space) = ring.space();
+        assert_eq!(space.iter().sum::<u64>(), 1 << 32);
+        let mut counts = [0u64; 2];
+        for h in (0..u32::MAX).step_by(65_537) {
+            counts[usize::from(ring.0.owner(h).unwrap() == &s[1])] += 1;
+        }
+        for i in 0..2 {
+            let expected = space[i] as f64 / 65_537.0;
+            assert!((counts[i] as f64 - expected).abs() <= ring.len() as f64, "{counts:?} {space:?}");
+        }
     }
 
     #[test]

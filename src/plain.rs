@@ -44,17 +44,62 @@ impl<'k> RehashSequence<'k> {
     ///
     /// Allocation-free: the decimal counter is written into a stack buffer.
     pub fn next_sum(&mut self) -> u32 {
+        self.next_step().sum
+    }
+
+    /// Hashes the next rehash step and returns all of it: the counter, the CRC32 of `[rehash] ‖ key`, the
+    /// 15 bits taken from it and the new running sum.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::plain::{RehashSequence, RehashStep};
+    ///
+    /// // docs/nginx-algorithm.md §4: the second step of "k0" hashes "1k0".
+    /// let mut seq = RehashSequence::new(b"k0");
+    /// seq.next_step();
+    /// assert_eq!(seq.next_step(), RehashStep { rehash: 1, crc: 0x7a38d475, step: 31288, sum: 56129 });
+    /// ```
+    pub fn next_step(&mut self) -> RehashStep {
         let mut h = self.crc.clone();
         if self.rehash > 0 {
             let mut digits = [0u8; 20]; // u64::MAX has 20 decimal digits
             h.update(decimal(self.rehash, &mut digits));
         }
         h.update(self.key);
-        let step = (h.finalize() >> 16) & 0x7fff;
+        let crc = h.finalize();
+        let step = step_of(crc);
         self.sum = self.sum.wrapping_add(step);
+        let done = RehashStep { rehash: self.rehash, crc, step, sum: self.sum };
         self.rehash += 1;
-        self.sum
+        done
     }
+}
+
+/// The 15 bits of a CRC32 that one plain-hash step adds to the running sum: `(crc >> 16) & 0x7fff`
+/// (algorithm §4).
+///
+/// # Example
+///
+/// ```
+/// assert_eq!(nginx_ketama::plain::step_of(0xe109903f), 24841);
+/// ```
+#[inline]
+pub fn step_of(crc: u32) -> u32 {
+    (crc >> 16) & 0x7fff
+}
+
+/// One step of a [`RehashSequence`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RehashStep {
+    /// The rehash counter (0 for the first step, which hashes the key alone).
+    pub rehash: u64,
+    /// `crc32(decimal(rehash) ‖ key)` (the counter is omitted when 0).
+    pub crc: u32,
+    /// [`step_of`]`(crc)`.
+    pub step: u32,
+    /// The running sum after this step.
+    pub sum: u32,
 }
 
 /// `n` in decimal ASCII without leading zeros, written at the end of `buf`.
@@ -140,6 +185,27 @@ impl Slots {
         let total = *ends.last().expect("lists used for hashing are not empty");
         let w = u64::from(sum) % total;
         ends.partition_point(|&end| end <= w)
+    }
+
+    /// The slot `sum mod total_weight` of `list` (the number [`Slots::owner`] looks up).
+    ///
+    /// # Panics
+    ///
+    /// Panics if the list is empty.
+    pub(crate) fn slot(&self, list: List, sum: u32) -> u64 {
+        u64::from(sum) % self.total(list)
+    }
+
+    /// `total_weight` of `list` (`down` peers included); 0 for an empty list.
+    pub(crate) fn total(&self, list: List) -> u64 {
+        self.ends(list).last().copied().unwrap_or(0)
+    }
+
+    fn ends(&self, list: List) -> &[u64] {
+        match list {
+            List::Primary => &self.ends[0],
+            List::Backup => &self.ends[1],
+        }
     }
 
     /// The rehash sequence of one request for `key`, hashing with the prepared CRC32 state.

@@ -360,6 +360,12 @@ impl Ring {
         std::mem::size_of_val(&*self.hashes) + self.owners.bytes() + std::mem::size_of_val(&*self.index)
     }
 
+    /// The point hashes in ring order (ascending, unique), without the lookup padding.
+    #[inline]
+    pub(crate) fn hashes(&self) -> &[u32] {
+        &self.hashes[..self.len()]
+    }
+
     #[inline]
     pub(crate) fn server_index_at(&self, index: usize) -> usize {
         self.owners.get(index % self.len())

@@ -9,6 +9,9 @@
 use crate::plain::{RehashSequence, Slots};
 use crate::upstream::{Balancer, Chash, List, Peer, PeerId, Upstream};
 
+mod trace;
+pub use trace::{Fallback, Skip, Step, Verdict};
+
 /// Consecutive ring points (or plain-hash slots) without a usable peer that one request may pass before
 /// nginx gives up hashing and uses round-robin for the rest of the request.
 ///
@@ -93,7 +96,7 @@ impl PeerState {
 /// Per-request state (nginx's `ngx_http_upstream_hash_peer_data_t` with its embedded round-robin data),
 /// except where the hash walk stands ([`Walk`]).
 #[derive(Debug)]
-struct Request<'k> {
+struct Request<'k, 't> {
     key: &'k [u8],
     /// The list round-robin currently walks (switches to backup for good once primary is exhausted).
     list: List,
@@ -104,6 +107,18 @@ struct Request<'k> {
     /// Attempts left (`pc->tries`).
     budget: u32,
     round_robin: bool,
+    /// Where [`Worker::request_traced`] records the steps (`None`: not traced).
+    trace: Option<&'t mut Vec<Step>>,
+}
+
+impl Request<'_, '_> {
+    /// Records a step when traced; `step` is only built then.
+    #[inline]
+    fn record(&mut self, step: impl FnOnce() -> Step) {
+        if let Some(trace) = self.trace.as_deref_mut() {
+            trace.push(step());
+        }
+    }
 }
 
 /// Where one request's hash walk stands, with the upstream's data for its method.
@@ -166,7 +181,49 @@ impl<'u> Worker<'u> {
     ///
     /// `fails(peer)` says whether connecting to that peer fails (e.g. the port is closed). A failure is
     /// counted against the peer (`max_fails`/`fail_timeout`) exactly as nginx counts it.
-    pub fn request(&mut self, key: &[u8], now: u64, mut fails: impl FnMut(&Peer) -> bool) -> Outcome {
+    pub fn request(&mut self, key: &[u8], now: u64, fails: impl FnMut(&Peer) -> bool) -> Outcome {
+        self.run(key, now, fails, None)
+    }
+
+    /// [`Worker::request`], recording every step nginx takes in `trace` (appended): each ring point or
+    /// rehash slot looked at and why its peers were passed over, the hand-over to round-robin and why,
+    /// each connection, and how the request ended. The outcome is the one `request` returns.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::worker::{Skip, Step, Verdict};
+    /// use nginx_ketama::{Method, Peer, Upstream, Worker};
+    ///
+    /// let up = Upstream::builder(Method::Consistent)
+    ///     .peers(["127.0.0.1:1", "127.0.0.1:2"].map(|s| Peer::new(s).with_max_fails(0)))
+    ///     .build()?;
+    /// let mut trace = Vec::new();
+    /// let out = Worker::new(&up).request_traced(b"k", 0, |p| p.name() == "127.0.0.1:1", &mut trace);
+    /// // Whoever owns the key's point is tried; when 127.0.0.1:1 refuses, the retry passes its point.
+    /// if out.attempts.len() == 2 {
+    ///     assert!(trace.iter().any(|s| matches!(s, Step::Point { verdict: Verdict::Miss { passed, .. }, .. }
+    ///         if passed[0].1 == Skip::Tried)));
+    /// }
+    /// # Ok::<(), nginx_ketama::UpstreamError>(())
+    /// ```
+    pub fn request_traced(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        fails: impl FnMut(&Peer) -> bool,
+        trace: &mut Vec<Step>,
+    ) -> Outcome {
+        self.run(key, now, fails, Some(trace))
+    }
+
+    fn run(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        mut fails: impl FnMut(&Peer) -> bool,
+        trace: Option<&mut Vec<Step>>,
+    ) -> Outcome {
         let up = self.upstream;
         // pc->tries: every non-down address, primary and backup (no `proxy_next_upstream_tries` cap).
         let budget = up.primary().iter().chain(up.backup()).filter(|p| !p.is_down()).count() as u32;
@@ -184,6 +241,7 @@ impl<'u> Worker<'u> {
             misses: 0,
             budget,
             round_robin: false,
+            trace,
         };
         let mut attempts = Vec::new();
         let status = loop {
@@ -193,6 +251,7 @@ impl<'u> Worker<'u> {
             let id = PeerId { list: req.list, index };
             attempts.push(id);
             let failed = fails(up.peer(id));
+            req.record(|| Step::Attempt { peer: id, failed });
             self.free(&mut req, index, failed, now);
             if !failed {
                 break Status::Answered;
@@ -201,6 +260,7 @@ impl<'u> Worker<'u> {
                 break Status::Failed;
             }
         };
+        req.record(|| Step::End(status));
         Outcome { attempts, status, round_robin: req.round_robin }
     }
 
@@ -212,13 +272,25 @@ impl<'u> Worker<'u> {
     }
 
     /// `peer.get()`: the hash module's getter, falling through to round-robin. `None` is `NGX_BUSY`.
-    fn get(&mut self, req: &mut Request<'_>, walk: &mut Walk<'_, '_>, now: u64) -> Option<usize> {
+    fn get(&mut self, req: &mut Request<'_, '_>, walk: &mut Walk<'_, '_>, now: u64) -> Option<usize> {
         let up = self.upstream;
         let bypass = match walk {
-            Walk::Ring { .. } => up.is_single(req.list),
-            Walk::Rehash { .. } => up.plain_bypasses(req.list),
+            Walk::Ring { .. } => up.is_single(req.list).then_some(Fallback::SinglePeer),
+            Walk::Rehash { .. } => up
+                .plain_bypasses(req.list)
+                .then(|| if up.is_single(req.list) { Fallback::SinglePeer } else { Fallback::FewerThanTwoPeers }),
         };
-        if req.misses > MAX_HASH_MISSES || bypass || req.key.is_empty() {
+        let fallback = if req.misses > MAX_HASH_MISSES {
+            Some(Fallback::MissBudget)
+        } else if bypass.is_some() {
+            bypass
+        } else if req.key.is_empty() {
+            Some(Fallback::EmptyKey)
+        } else {
+            None
+        };
+        if let Some(reason) = fallback {
+            req.record(|| Step::Fallback(reason));
             return self.round_robin(req, now);
         }
         let found = match walk {
@@ -230,12 +302,38 @@ impl<'u> Worker<'u> {
                 self.select(req, i, now);
                 Some(i)
             }
-            None => self.round_robin(req, now),
+            None => {
+                let reason = if req.misses > MAX_HASH_MISSES { Fallback::MissBudget } else { Fallback::NothingToHash };
+                req.record(|| Step::Fallback(reason));
+                self.round_robin(req, now)
+            }
         }
     }
 
+    /// Why the peers of `list` that `belongs` admits were passed over (for the trace only).
+    fn passed_over(
+        &self,
+        req: &Request<'_, '_>,
+        now: u64,
+        belongs: impl Fn(usize, &Peer) -> bool,
+    ) -> Vec<(PeerId, Skip)> {
+        let list = req.list;
+        let states = match list {
+            List::Primary => &self.primary,
+            List::Backup => &self.backup,
+        };
+        self.upstream
+            .list(list)
+            .iter()
+            .zip(states)
+            .enumerate()
+            .filter(|&(i, (peer, _))| belongs(i, peer))
+            .map(|(i, (peer, st))| (PeerId { list, index: i }, skip_reason(req.tried[i], peer, st, now)))
+            .collect()
+    }
+
     /// Walks the ring from the request's point; `None` after too many empty points.
-    fn consistent(&mut self, req: &mut Request<'_>, chash: &Chash, point: &mut usize, now: u64) -> Option<usize> {
+    fn consistent(&mut self, req: &mut Request<'_, '_>, chash: &Chash, point: &mut usize, now: u64) -> Option<usize> {
         let up = self.upstream;
         let ring = chash.ring();
         if up.list(req.list).is_empty() || ring.is_empty() {
@@ -244,19 +342,32 @@ impl<'u> Worker<'u> {
         loop {
             let wanted = ring.server_index_at(*point);
             let list = req.list;
+            let same_server = |i: usize, peer: &Peer| match list {
+                List::Primary => chash.ring_server_of(i) == wanted,
+                List::Backup => *peer.server() == ring.servers()[wanted],
+            };
             let tried = &req.tried;
             let chosen = smooth_wrr(up.list(list), self.states(list), |i, peer, st| {
-                let same_server = match list {
-                    List::Primary => chash.ring_server_of(i) == wanted,
-                    List::Backup => *peer.server() == ring.servers()[wanted],
-                };
-                !tried[i] && usable(peer, st, now) && same_server
+                !tried[i] && usable(peer, st, now) && same_server(i, peer)
             });
-            if chosen.is_some() {
+            let index = *point % ring.len();
+            if let Some(i) = chosen {
+                let hash = ring.point(index).hash;
+                req.record(|| Step::Point {
+                    index,
+                    hash,
+                    server: wanted,
+                    verdict: Verdict::Chosen(PeerId { list, index: i }),
+                });
                 return chosen;
             }
             *point += 1;
             req.misses += 1;
+            if req.trace.is_some() {
+                let passed = self.passed_over(req, now, same_server);
+                let (hash, misses) = (ring.point(index).hash, req.misses);
+                req.record(|| Step::Point { index, hash, server: wanted, verdict: Verdict::Miss { misses, passed } });
+            }
             if req.misses > MAX_HASH_MISSES {
                 return None;
             }
@@ -264,16 +375,37 @@ impl<'u> Worker<'u> {
     }
 
     /// Rehashes until a usable, untried slot; `None` after too many misses.
-    fn plain(&mut self, req: &mut Request<'_>, slots: &Slots, seq: &mut RehashSequence<'_>, now: u64) -> Option<usize> {
+    fn plain(
+        &mut self,
+        req: &mut Request<'_, '_>,
+        slots: &Slots,
+        seq: &mut RehashSequence<'_>,
+        now: u64,
+    ) -> Option<usize> {
         let up = self.upstream;
-        let peers = up.list(req.list);
+        let list = req.list;
+        let peers = up.list(list);
         loop {
-            let p = slots.owner(req.list, seq.next_sum());
-            let st = &self.states(req.list)[p];
+            let step = seq.next_step();
+            let p = slots.owner(list, step.sum);
+            let st = &self.states(list)[p];
             if !req.tried[p] && usable(&peers[p], st, now) {
+                let slot = slots.slot(list, step.sum);
+                req.record(|| Step::Rehash {
+                    step,
+                    slot,
+                    list,
+                    owner: p,
+                    verdict: Verdict::Chosen(PeerId { list, index: p }),
+                });
                 return Some(p);
             }
             req.misses += 1;
+            if req.trace.is_some() {
+                let passed = self.passed_over(req, now, |i, _| i == p);
+                let (slot, misses) = (slots.slot(list, step.sum), req.misses);
+                req.record(|| Step::Rehash { step, slot, list, owner: p, verdict: Verdict::Miss { misses, passed } });
+            }
             if req.misses > MAX_HASH_MISSES {
                 return None;
             }
@@ -281,7 +413,7 @@ impl<'u> Worker<'u> {
     }
 
     /// Marks a hash-chosen peer as taken (`conns++`, `checked`, the tried bit).
-    fn select(&mut self, req: &mut Request<'_>, i: usize, now: u64) {
+    fn select(&mut self, req: &mut Request<'_, '_>, i: usize, now: u64) {
         let timeout = self.upstream.list(req.list)[i].fail_timeout();
         let st = &mut self.states(req.list)[i];
         st.conns += 1;
@@ -292,35 +424,39 @@ impl<'u> Worker<'u> {
     }
 
     /// `ngx_http_upstream_get_round_robin_peer`, including the switch to the backup list.
-    fn round_robin(&mut self, req: &mut Request<'_>, now: u64) -> Option<usize> {
+    fn round_robin(&mut self, req: &mut Request<'_, '_>, now: u64) -> Option<usize> {
         req.round_robin = true;
         let up = self.upstream;
-        if up.is_single(req.list) {
-            let peer = &up.list(req.list)[0];
-            let st = &mut self.states(req.list)[0];
+        let list = req.list;
+        if up.is_single(list) {
+            let peer = &up.list(list)[0];
+            let st = &mut self.states(list)[0];
             if !peer.is_down() && !at_max_conns(peer, st) {
                 st.conns += 1;
+                req.record(|| Step::RoundRobin { list, chosen: Some(0) });
                 return Some(0);
             }
         } else {
-            let list = req.list;
             let tried = &req.tried;
             let chosen = smooth_wrr(up.list(list), self.states(list), |i, peer, st| !tried[i] && usable(peer, st, now));
             if let Some(b) = chosen {
                 self.select(req, b, now);
+                req.record(|| Step::RoundRobin { list, chosen: Some(b) });
                 return Some(b);
             }
         }
+        req.record(|| Step::RoundRobin { list, chosen: None });
         if req.list == List::Primary && !up.backup().is_empty() {
             req.list = List::Backup;
             req.tried.iter_mut().for_each(|t| *t = false);
+            req.record(|| Step::SwitchToBackup);
             return self.round_robin(req, now);
         }
         None
     }
 
     /// `ngx_http_upstream_free_round_robin_peer` after one attempt.
-    fn free(&mut self, req: &mut Request<'_>, i: usize, failed: bool, now: u64) {
+    fn free(&mut self, req: &mut Request<'_, '_>, i: usize, failed: bool, now: u64) {
         let up = self.upstream;
         let peer = &up.list(req.list)[i];
         let single = up.is_single(req.list);
@@ -382,10 +518,27 @@ fn usable(peer: &Peer, st: &PeerState, now: u64) -> bool {
     if peer.is_down() {
         return false;
     }
-    if peer.max_fails() > 0 && st.fails >= peer.max_fails() && now.saturating_sub(st.checked) <= peer.fail_timeout() {
-        return false;
+    !failed(peer, st, now) && !at_max_conns(peer, st)
+}
+
+/// `max_fails` failures, the last within `fail_timeout` (inclusive).
+fn failed(peer: &Peer, st: &PeerState, now: u64) -> bool {
+    peer.max_fails() > 0 && st.fails >= peer.max_fails() && now.saturating_sub(st.checked) <= peer.fail_timeout()
+}
+
+/// The first reason a peer is not a candidate (tried, down, failed, at max_conns); `Tried` for a usable
+/// peer that was tried. Called only for peers that were passed over.
+fn skip_reason(tried: bool, peer: &Peer, st: &PeerState, now: u64) -> Skip {
+    if tried {
+        Skip::Tried
+    } else if peer.is_down() {
+        Skip::Down
+    } else if failed(peer, st, now) {
+        Skip::Failed
+    } else {
+        debug_assert!(at_max_conns(peer, st), "a passed-over peer is tried or unusable");
+        Skip::MaxConns
     }
-    !at_max_conns(peer, st)
 }
 
 fn at_max_conns(peer: &Peer, st: &PeerState) -> bool {

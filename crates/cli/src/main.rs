@@ -1,10 +1,12 @@
 //! `nginx-ketama`: ask which upstream server nginx picks for a key, dump a ring, or prove the library
 //! against a real nginx.
 //!
-//! The offline commands (`route`, `ring`, `completions`, `man`) need only the core library; the commands
+//! The offline commands (`route`, `ring`, the analysis commands `explain`, `share`, `diff`, `forge` and
+//! `compare`, `completions`, `man`) need only the core library; the commands
 //! that run nginx or a port (`verify`, `replay-vectors`, `shim`, and the hidden `record-vectors` and
 //! `cleanup`) come with the `live` feature, on by default.
 
+mod analysis;
 #[cfg(feature = "live")]
 mod live;
 
@@ -12,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser as _;
 use clap::{CommandFactory, Parser, Subcommand};
 use nginx_ketama::config::{Config, Input, LoadOptions};
-use nginx_ketama::{Libc, NginxVersion, Upstream, Worker};
+use nginx_ketama::{Libc, NginxVersion, Peer, Upstream, Worker};
 use std::io::{BufRead, BufWriter, ErrorKind, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -84,6 +86,17 @@ enum Command {
         #[command(flatten)]
         upstream: UpstreamArgs,
     },
+    /// Explain keys step by step: CRC32, ring point and arc (or plain-hash slot), every point or rehash
+    /// step nginx walks, skipped peers and why, the round-robin fallback, the attempts (as `route`).
+    Explain(analysis::explain::ExplainArgs),
+    /// Each server's exact share of first picks over all 2^32 CRC32 values, failing servers walked past.
+    Share(analysis::share::ShareArgs),
+    /// The exact part of the hash space whose first pick changes between two configurations.
+    Diff(analysis::diff::DiffArgs),
+    /// Keys whose first pick is a given server, each checked through the ring and a worker.
+    Forge(analysis::forge::ForgeArgs),
+    /// How many keys another ketama implementation sends to the same server as nginx.
+    Compare(analysis::compare::CompareArgs),
     /// Prove the library against real nginx: random topologies, keys and every ring arc, per version.
     #[cfg(feature = "live")]
     Verify(live::verify::VerifyArgs),
@@ -129,6 +142,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Route { upstream, failed } => route(&upstream, &failed),
         Command::Ring { upstream } => ring(&upstream),
+        Command::Explain(args) => analysis::explain::run(&args),
+        Command::Share(args) => analysis::share::run(&args),
+        Command::Diff(args) => analysis::diff::run(&args),
+        Command::Forge(args) => analysis::forge::run(&args),
+        Command::Compare(args) => analysis::compare::run(&args),
         Command::ResolveHosts { names } => resolve_hosts(&names),
         Command::Completions { shell } => completions(shell),
         Command::Man => man(),
@@ -197,24 +215,34 @@ fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
     Ok((config, name))
 }
 
-fn route(args: &UpstreamArgs, failed: &[String]) -> Result<()> {
-    let (config, name) = load(args)?;
-    let upstream: &Upstream = config.hash_upstream(Some(&name))?.upstream;
+/// The peers `--failed` names (each a configured server string or a peer address), as a predicate; an
+/// argument that names no peer is an error.
+fn failing<'a>(upstream: &Upstream, failed: &'a [String]) -> Result<impl Fn(&Peer) -> bool + Copy + 'a> {
     let all_peers = || upstream.primary().iter().chain(upstream.backup());
     for f in failed {
         if !all_peers().any(|p| p.server().as_str() == f || p.name() == f) {
             let known: Vec<String> = all_peers().map(|p| format!("{} ({})", p.server(), p.name())).collect();
             bail!(
-                "--failed {f:?} matches no server string or peer address in upstream \"{name}\"; peers: {}",
+                "--failed {f:?} matches no server string or peer address in upstream \"{}\"; peers: {}",
+                upstream.name(),
                 known.join(", ")
             );
         }
     }
+    Ok(move |p: &Peer| failed.iter().any(|f| f == p.server().as_str() || f == p.name()))
+}
+
+/// nginx's clock for the offline commands: every request within the same second (failed peers stay
+/// failed for the whole run).
+const NOW: u64 = 1_000_000_000;
+
+fn route(args: &UpstreamArgs, failed: &[String]) -> Result<()> {
+    let (config, name) = load(args)?;
+    let upstream: &Upstream = config.hash_upstream(Some(&name))?.upstream;
+    let fails = failing(upstream, failed)?;
     let mut worker = Worker::new(upstream);
     let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
     let mut out = BufWriter::new(std::io::stdout().lock());
-    // All keys arrive within the same second of nginx's clock (failed peers stay failed for the run).
-    let now = 1_000_000_000;
     let mut key = Vec::new();
     loop {
         key.clear();
@@ -224,7 +252,7 @@ fn route(args: &UpstreamArgs, failed: &[String]) -> Result<()> {
         if key.last() == Some(&b'\n') {
             key.pop();
         }
-        let outcome = worker.request(&key, now, |p| failed.iter().any(|f| f == p.server().as_str() || f == p.name()));
+        let outcome = worker.request(&key, NOW, fails);
         let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
         let line = RouteLine {
             key: String::from_utf8_lossy(&key),

@@ -19,7 +19,6 @@ pub mod backend;
 pub mod catalog;
 pub mod cleanup;
 pub mod client;
-pub mod forge;
 pub mod golden;
 pub mod install;
 pub mod local;
@@ -31,6 +30,9 @@ pub mod stream;
 pub mod sweep;
 pub mod testkit;
 pub mod topology;
+
+/// Forging printable keys with a chosen CRC32: the library's [`nginx_ketama::analysis::forge`].
+pub use nginx_ketama::analysis::forge;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,218 @@
+//! `nginx-ketama explain`: every step nginx takes for each key.
+
+use super::{Format, json};
+use crate::UpstreamArgs;
+use anyhow::{Result, bail};
+use nginx_ketama::analysis::explain::{Explanation, Landing, explain};
+use nginx_ketama::worker::{Step, Verdict};
+use nginx_ketama::{List, PeerId, Status, Upstream, Worker};
+use std::ffi::OsString;
+use std::io::{BufWriter, Write};
+
+#[derive(clap::Args)]
+pub(crate) struct ExplainArgs {
+    #[command(flatten)]
+    upstream: UpstreamArgs,
+    /// A server that refuses connections (a configured server string or a peer address). Repeatable.
+    #[arg(long = "failed", value_name = "SERVER")]
+    failed: Vec<String>,
+    /// Output format (`table` prints the explanation as text; `csv` is not offered).
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+    /// The keys, explained as consecutive requests to one fresh worker (as `route` reads them).
+    #[arg(required = true, value_name = "KEY")]
+    keys: Vec<OsString>,
+}
+
+/// One key of `explain --format json`.
+#[derive(serde::Serialize)]
+struct KeyJson {
+    key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_hex: Option<String>,
+    crc32: String,
+    landing: LandingJson,
+    steps: Vec<StepJson>,
+    /// Configured server strings, in order (as `route` prints them).
+    attempts: Vec<String>,
+    /// `answered`, `failed` or `no-live-upstreams`.
+    status: &'static str,
+    /// `round-robin` when nginx's round-robin code chose at least once.
+    fallback: Option<&'static str>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum LandingJson {
+    Point { index: usize, hash: String, server: String, arc_start: String, arc_end: String, arc_length: u64 },
+    Slot { value: u32, slot: u64, peer: PeerJson },
+    NotHashed { reason: String },
+}
+
+#[derive(serde::Serialize)]
+struct PeerJson {
+    server: String,
+    address: String,
+    backup: bool,
+}
+
+#[derive(serde::Serialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+enum StepJson {
+    Point {
+        index: usize,
+        hash: String,
+        server: String,
+        #[serde(flatten)]
+        verdict: VerdictJson,
+    },
+    Rehash {
+        rehash: u64,
+        crc32: String,
+        value: u32,
+        sum: u32,
+        slot: u64,
+        backup: bool,
+        #[serde(flatten)]
+        verdict: VerdictJson,
+    },
+    Fallback {
+        reason: String,
+    },
+    RoundRobin {
+        backup: bool,
+        chosen: Option<PeerJson>,
+    },
+    SwitchToBackup,
+    Attempt {
+        #[serde(flatten)]
+        peer: PeerJson,
+        failed: bool,
+    },
+    End {
+        status: &'static str,
+    },
+}
+
+#[derive(serde::Serialize)]
+struct VerdictJson {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chosen: Option<PeerJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    miss: Option<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    passed: Vec<PassedJson>,
+}
+
+#[derive(serde::Serialize)]
+struct PassedJson {
+    #[serde(flatten)]
+    peer: PeerJson,
+    why: String,
+}
+
+fn status_name(s: Status) -> &'static str {
+    match s {
+        Status::Answered => "answered",
+        Status::Failed => "failed",
+        Status::NoLiveUpstreams => "no-live-upstreams",
+    }
+}
+
+fn to_json(up: &Upstream, e: &Explanation) -> KeyJson {
+    let peer = |id: PeerId| {
+        let p = up.peer(id);
+        PeerJson { server: p.server().to_string(), address: p.name().to_string(), backup: id.list == List::Backup }
+    };
+    let ring_server = |s: usize| up.ring().map_or_else(String::new, |r| r.servers()[s].to_string());
+    let verdict = |v: &Verdict| match v {
+        Verdict::Chosen(id) => VerdictJson { chosen: Some(peer(*id)), miss: None, passed: Vec::new() },
+        Verdict::Miss { misses, passed } => VerdictJson {
+            chosen: None,
+            miss: Some(*misses),
+            passed: passed.iter().map(|(id, why)| PassedJson { peer: peer(*id), why: why.to_string() }).collect(),
+        },
+    };
+    let landing = match e.landing {
+        Landing::Point { index, hash, server, arc } => LandingJson::Point {
+            index,
+            hash: format!("{hash:08x}"),
+            server: ring_server(server),
+            arc_start: format!("{:08x}", arc.start),
+            arc_end: format!("{:08x}", arc.end),
+            arc_length: arc.len,
+        },
+        Landing::Slot { step, slot, owner } => {
+            LandingJson::Slot { value: step.step, slot, peer: peer(PeerId { list: List::Primary, index: owner }) }
+        }
+        Landing::NotHashed(reason) => LandingJson::NotHashed { reason: reason.to_string() },
+    };
+    let steps = e
+        .steps
+        .iter()
+        .map(|s| match s {
+            Step::Point { index, hash, server, verdict: v } => StepJson::Point {
+                index: *index,
+                hash: format!("{hash:08x}"),
+                server: ring_server(*server),
+                verdict: verdict(v),
+            },
+            Step::Rehash { step, slot, list, verdict: v, .. } => StepJson::Rehash {
+                rehash: step.rehash,
+                crc32: format!("{:08x}", step.crc),
+                value: step.step,
+                sum: step.sum,
+                slot: *slot,
+                backup: *list == List::Backup,
+                verdict: verdict(v),
+            },
+            Step::Fallback(reason) => StepJson::Fallback { reason: reason.to_string() },
+            Step::RoundRobin { list, chosen } => StepJson::RoundRobin {
+                backup: *list == List::Backup,
+                chosen: chosen.map(|index| peer(PeerId { list: *list, index })),
+            },
+            Step::SwitchToBackup => StepJson::SwitchToBackup,
+            Step::Attempt { peer: id, failed } => StepJson::Attempt { peer: peer(*id), failed: *failed },
+            Step::End(status) => StepJson::End { status: status_name(*status) },
+        })
+        .collect();
+    KeyJson {
+        key: String::from_utf8_lossy(&e.key).into_owned(),
+        key_hex: std::str::from_utf8(&e.key).is_err().then(|| e.key.iter().map(|b| format!("{b:02x}")).collect()),
+        crc32: format!("{:08x}", e.crc32),
+        landing,
+        steps,
+        attempts: e.outcome.attempts.iter().map(|&id| up.peer(id).server().to_string()).collect(),
+        status: status_name(e.outcome.status),
+        fallback: e.outcome.round_robin.then_some("round-robin"),
+    }
+}
+
+pub(crate) fn run(args: &ExplainArgs) -> Result<()> {
+    if args.format == Format::Csv {
+        bail!("explain has no CSV form (its steps are not a table): use --format table or json");
+    }
+    let (config, name) = crate::load(&args.upstream)?;
+    let up = config.hash_upstream(Some(&name))?.upstream;
+    let fails = crate::failing(up, &args.failed)?;
+    let mut worker = Worker::new(up);
+    let explanations: Vec<Explanation> = args
+        .keys
+        .iter()
+        .map(|k| explain(&mut worker, std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str()), crate::NOW, fails))
+        .collect();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    match args.format {
+        Format::Json => json(&mut out, &explanations.iter().map(|e| to_json(up, e)).collect::<Vec<_>>())?,
+        _ => {
+            for (i, e) in explanations.iter().enumerate() {
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                write!(out, "{}", e.render(up))?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

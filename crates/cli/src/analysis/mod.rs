@@ -1,0 +1,148 @@
+//! The analysis commands (`explain`, `share`, `diff`, `forge`, `compare`): a thin layer over
+//! `nginx_ketama::analysis` that loads the configuration, calls the library and prints a table, JSON or
+//! CSV. Each command's JSON has one schema, the `Serialize` structs of its module (documented in the
+//! README).
+
+pub(crate) mod compare;
+pub(crate) mod diff;
+pub(crate) mod explain;
+pub(crate) mod forge;
+pub(crate) mod share;
+
+use anyhow::{Context, Result};
+use nginx_ketama::analysis::share::Unit;
+use nginx_ketama::analysis::{Basis, ServerHealth};
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+/// How a command prints.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned columns for people.
+    Table,
+    /// One JSON document.
+    Json,
+    /// Comma-separated values with a header line.
+    Csv,
+}
+
+/// Reads `--keys FILE`: one key per line, split on `\n` only (an empty line is the empty key; a final
+/// newline does not start one more key), as `route` reads stdin.
+pub(crate) fn read_keys(path: &Path) -> Result<Vec<Vec<u8>>> {
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut input = std::io::BufReader::new(file);
+    let mut keys = Vec::new();
+    loop {
+        let mut key = Vec::new();
+        if input.read_until(b'\n', &mut key).with_context(|| format!("reading {}", path.display()))? == 0 {
+            break;
+        }
+        if key.last() == Some(&b'\n') {
+            key.pop();
+        }
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
+/// Writes `--svg FILE`.
+pub(crate) fn write_svg(path: &PathBuf, svg: &str) -> Result<()> {
+    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `n / total` as a percentage with three decimals.
+pub(crate) fn percent(n: u64, total: u64) -> String {
+    if total == 0 { "-".to_string() } else { format!("{:.3}%", n as f64 * 100.0 / total as f64) }
+}
+
+/// `n / total` (0 for an empty total).
+pub(crate) fn fraction(n: u64, total: u64) -> f64 {
+    if total == 0 { 0.0 } else { n as f64 / total as f64 }
+}
+
+/// What a count counts, in words for a heading.
+pub(crate) fn unit_words(unit: Unit) -> String {
+    match unit {
+        Unit::HashSpace(Basis::Ring) => "exact over all 2^32 CRC32 values".into(),
+        Unit::HashSpace(Basis::PlainFirstStep) => {
+            "exact over the 32,768 values of the first step (2^17 CRC32 values each)".into()
+        }
+        Unit::HashSpace(Basis::PlainRehash { key_len }) => format!(
+            "exact over the 32,768 values of the first step, rehash steps for keys of {key_len} bytes (--key-length)"
+        ),
+        Unit::Keys => "over the listed keys".into(),
+    }
+}
+
+/// The JSON spelling of a basis.
+pub(crate) fn basis_name(unit: Unit) -> String {
+    match unit {
+        Unit::HashSpace(Basis::Ring) => "ring".into(),
+        Unit::HashSpace(Basis::PlainFirstStep) => "plain-first-step".into(),
+        Unit::HashSpace(Basis::PlainRehash { key_len }) => format!("plain-rehash-{key_len}-byte-keys"),
+        Unit::Keys => "keys".into(),
+    }
+}
+
+/// The spelling of a server's health.
+pub(crate) fn health_name(h: ServerHealth) -> &'static str {
+    match h {
+        ServerHealth::Up => "up",
+        ServerHealth::Partial => "partly-failing",
+        ServerHealth::Down => "down",
+        ServerHealth::Failing => "failing",
+    }
+}
+
+/// Rows as aligned columns: text left-aligned, numbers right-aligned (`right[i]`), two spaces apart.
+pub(crate) fn table(out: &mut impl Write, header: &[&str], right: &[bool], rows: &[Vec<String>]) -> Result<()> {
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            width[i] = width[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = width[i] - cell.chars().count();
+            if i > 0 {
+                s.push_str("  ");
+            }
+            if right[i] {
+                s.push_str(&" ".repeat(pad));
+                s.push_str(cell);
+            } else {
+                s.push_str(cell);
+                if i + 1 < cells.len() {
+                    s.push_str(&" ".repeat(pad));
+                }
+            }
+        }
+        s
+    };
+    writeln!(out, "{}", line(header.to_vec()))?;
+    for row in rows {
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
+    }
+    Ok(())
+}
+
+/// One CSV field: quoted when it holds a comma, quote or line break.
+pub(crate) fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+/// One CSV line.
+pub(crate) fn csv_line(out: &mut impl Write, fields: &[String]) -> Result<()> {
+    let fields: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+    writeln!(out, "{}", fields.join(","))?;
+    Ok(())
+}
+
+/// JSON to stdout, one document and a newline.
+pub(crate) fn json(out: &mut impl Write, value: &impl serde::Serialize) -> Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::from)?;
+    writeln!(out)?;
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! The analysis commands (`explain`, `share`, `diff`, `forge`, `compare`), offline, through the binary:
+//! each command's formats, its agreement with `route` on the same keys, pictures that render, and errors.
+
+use nginx_ketama_harness::testkit::{TempFile, run_with_stdin};
+use serde_json::Value;
+use std::process::{Command, Output};
+
+const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+
+fn conf(name: &str, upstream: &str) -> TempFile {
+    TempFile::new(name, format!("events {{}}\nhttp {{\n{upstream}\n}}\n"))
+}
+
+const FIVE: &str = "upstream app {\n  hash $arg_k consistent;\n  server 127.0.0.1:9001;\n  server 127.0.0.1:9002;\n  server 127.0.0.1:9003;\n  server 127.0.0.1:9004;\n  server 127.0.0.1:9005;\n}";
+
+fn run(args: &[&str]) -> Output {
+    run_in(args, b"")
+}
+
+fn run_in(args: &[&str], stdin: &[u8]) -> Output {
+    let mut cmd = Command::new(CLI);
+    cmd.args(args);
+    run_with_stdin(cmd, stdin).unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_str(&ok(out)).unwrap()
+}
+
+fn fails(out: &Output) -> String {
+    assert_eq!(out.status.code(), Some(2), "stdout: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+#[test]
+fn share_json_sums_to_the_hash_space_and_csv_and_table_agree() {
+    let c = conf("share.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let doc = json(&run(&["share", "--config", c, "--failed", "127.0.0.1:9003", "--format", "json"]));
+    let servers = doc["servers"].as_array().unwrap();
+    let sum: u64 =
+        servers.iter().map(|s| s["share"].as_u64().unwrap()).sum::<u64>() + doc["round_robin"].as_u64().unwrap();
+    assert_eq!(sum, 1 << 32);
+    assert_eq!(doc["basis"], "ring");
+    assert_eq!(servers[2]["server"], "127.0.0.1:9003");
+    assert_eq!((servers[2]["health"].as_str(), servers[2]["share"].as_u64()), (Some("failing"), Some(0)));
+    let csv = ok(&run(&["share", "--config", c, "--failed", "127.0.0.1:9003", "--format", "csv"]));
+    let rows: Vec<&str> = csv.lines().collect();
+    assert_eq!(rows[0], "server,health,points,arcs,share,fraction");
+    assert_eq!(rows.len(), 1 + 5 + 1);
+    for (row, s) in rows[1..6].iter().zip(servers) {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells[0], s["server"]);
+        assert_eq!(cells[4], s["share"].as_u64().unwrap().to_string());
+    }
+    let table = ok(&run(&["share", "--config", c]));
+    assert!(table.starts_with("upstream app (consistent, nginx 1.30.6): exact over all 2^32 CRC32 values\n"));
+    assert!(table.contains("total") && table.contains("4294967296  100.000%"), "{table}");
+}
+
+/// `share --keys` counts each key where `route` sends it.
+#[test]
+fn share_over_keys_equals_route() {
+    let c = conf("keys.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let keys: String = (0..300).map(|i| format!("/item/{i}\n")).collect::<String>() + "\n";
+    let file = TempFile::new("keys.txt", &keys);
+    let doc = json(&run(&["share", "--config", c, "--keys", file.to_str().unwrap(), "--format", "json"]));
+    let routed = ok(&run_in(&["route", "--config", c], keys.as_bytes()));
+    let mut want = std::collections::BTreeMap::<String, u64>::new();
+    let mut rr = 0;
+    for line in routed.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        match v["fallback"].as_str() {
+            Some(_) => rr += 1,
+            None => *want.entry(v["server"].as_str().unwrap().to_string()).or_insert(0) += 1,
+        }
+    }
+    assert_eq!(doc["keys"]["total"], 301);
+    assert_eq!(doc["keys"]["round_robin"], rr);
+    for s in doc["keys"]["servers"].as_array().unwrap() {
+        assert_eq!(s["keys"].as_u64().unwrap(), want.get(s["server"].as_str().unwrap()).copied().unwrap_or(0));
+    }
+}
+
+/// `explain`'s attempts are `route`'s, key by key, on one worker (failover and round-robin included).
+#[test]
+fn explain_attempts_equal_route() {
+    let c = conf(
+        "explain.conf",
+        "upstream app {\n  hash $arg_k consistent;\n  server 127.0.0.1:9001 max_fails=0;\n  server 127.0.0.1:9002 max_fails=0;\n  server 127.0.0.1:9901 max_fails=0;\n  server 127.0.0.1:9902 max_fails=0;\n  server 127.0.0.1:9903 max_fails=0;\n}",
+    );
+    let c = c.to_str().unwrap();
+    let keys = ["k0", "k1", "k4", "", "k6", "k9", "k10", "k11"];
+    let mut args = vec!["explain", "--config", c, "--format", "json"];
+    for f in ["127.0.0.1:9901", "127.0.0.1:9902", "127.0.0.1:9903"] {
+        args.extend(["--failed", f]);
+    }
+    args.extend(keys);
+    let explained = json(&run(&args));
+    let input: String = keys.iter().map(|k| format!("{k}\n")).collect();
+    let mut route = vec!["route", "--config", c];
+    route.extend(&args[5..11]);
+    let routed = ok(&run_in(&route, input.as_bytes()));
+    for (e, r) in explained.as_array().unwrap().iter().zip(routed.lines()) {
+        let r: Value = serde_json::from_str(r).unwrap();
+        assert_eq!(e["key"], r["key"]);
+        assert_eq!(e["attempts"], r["attempts"], "{}", e["key"]);
+        assert_eq!(e["fallback"], r["fallback"]);
+    }
+    // Worked example 3 of the algorithm document: k0 lands on point 691 and misses 6 times.
+    let k0 = &explained[0];
+    assert_eq!(k0["landing"]["index"], 691);
+    let misses: Vec<u64> = k0["steps"].as_array().unwrap().iter().filter_map(|s| s["miss"].as_u64()).collect();
+    assert_eq!(misses, [1, 2, 3, 4, 5, 6]);
+    let text = ok(&run(&["explain", "--config", c, "--failed", "127.0.0.1:9903", "k0"]));
+    assert!(text.contains("  point 691 (") && text.contains("miss 1: 127.0.0.1:9903 tried"), "{text}");
+    assert!(fails(&run(&["explain", "--config", c, "--format", "csv", "k0"])).contains("no CSV form"));
+}
+
+/// `forge` keys go where it says, according to `route`, with and without failing servers.
+#[test]
+fn forged_keys_route_to_their_server() {
+    let c = conf("forge.conf", FIVE);
+    let c = c.to_str().unwrap();
+    for failed in [None, Some("127.0.0.1:9003")] {
+        let mut args = vec![
+            "forge",
+            "--config",
+            c,
+            "--server",
+            "127.0.0.1:9002",
+            "--count",
+            "40",
+            "--prefix",
+            "/u/",
+            "--format",
+            "json",
+        ];
+        if let Some(f) = failed {
+            args.extend(["--failed", f]);
+        }
+        let keys = json(&run(&args));
+        let keys: Vec<&str> = keys.as_array().unwrap().iter().map(|k| k["key"].as_str().unwrap()).collect();
+        assert_eq!(keys.len(), 40);
+        let input: String = keys.iter().map(|k| format!("{k}\n")).collect();
+        let mut route = vec!["route", "--config", c];
+        if let Some(f) = failed {
+            route.extend(["--failed", f]);
+        }
+        for line in ok(&run_in(&route, input.as_bytes())).lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["attempts"].as_array().unwrap().last().unwrap(), "127.0.0.1:9002", "{v}");
+        }
+    }
+    let err = fails(&run(&["forge", "--config", c, "--server", "10.9.9.9:1"]));
+    assert!(err.starts_with("nginx-ketama: no server \"10.9.9.9:1\" in upstream \"app\""), "{err}");
+    let err = fails(&run(&["forge", "--config", c, "--server", "127.0.0.1:9001", "--point", "100000"]));
+    assert!(err.contains("point 100000 is out of range (the ring has 800 points)"), "{err}");
+}
+
+#[test]
+fn diff_of_a_file_with_itself_is_zero_and_adding_a_server_moves_keys_only_to_it() {
+    let a = conf("a.conf", FIVE);
+    let b = conf(
+        "b.conf",
+        &FIVE.replace("  server 127.0.0.1:9005;\n", "  server 127.0.0.1:9005;\n  server 127.0.0.1:9006;\n"),
+    );
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let same = json(&run(&["diff", "--from", a, "--to", a, "--format", "json"]));
+    assert_eq!(same["hash_space"]["moved"], 0);
+    let grow = json(&run(&["diff", "--from", a, "--to", b, "--format", "json"]));
+    let moved = grow["hash_space"]["moved"].as_u64().unwrap();
+    assert!(moved > 0);
+    let moves = grow["hash_space"]["moves"].as_array().unwrap();
+    assert!(moves.iter().all(|m| m["to"] == "127.0.0.1:9006"));
+    assert_eq!(moves.iter().map(|m| m["count"].as_u64().unwrap()).sum::<u64>(), moved);
+    let csv = ok(&run(&["diff", "--from", a, "--to", b, "--format", "csv"]));
+    assert_eq!(csv.lines().next(), Some("measure,from,to,count,fraction"));
+    assert_eq!(csv.lines().count(), 1 + moves.len());
+    // Versions: plain hash with one primary and a backup is hashed before 1.27.3 and not after.
+    let p = conf(
+        "plain.conf",
+        "upstream p {\n  server 127.0.0.1:9009 backup;\n  hash $arg_k;\n  server 127.0.0.1:9001;\n}",
+    );
+    let p = p.to_str().unwrap();
+    let v =
+        json(&run(&["diff", "--from", p, "--from-version", "1.26.3", "--to-version", "1.30.6", "--format", "json"]));
+    assert_eq!(v["hash_space"]["moved"].as_u64(), Some(1 << 32));
+    assert_eq!(v["hash_space"]["round_robin"]["after"].as_u64(), Some(1 << 32));
+}
+
+#[test]
+fn compare_is_exact_against_pingora_and_sampled_against_md5_rings() {
+    let c = conf("cmp.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let p = json(&run(&["compare", "--config", c, "--against", "pingora-ketama", "--format", "json"]));
+    assert_eq!(p["uniform"]["method"], "exact");
+    assert_eq!(p["uniform"]["agree"].as_u64(), Some(1 << 32), "canonical ip:port strings agree everywhere");
+    let m = json(&run(&["compare", "--config", c, "--against", "md5-vnodes", "--samples", "5000", "--format", "json"]));
+    let u = &m["uniform"];
+    assert_eq!((u["method"].as_str(), u["total"].as_u64()), (Some("sampled"), Some(5000)));
+    let (lo, hi) = (u["interval"][0].as_f64().unwrap(), u["interval"][1].as_f64().unwrap());
+    let agree = u["agree_fraction"].as_f64().unwrap();
+    assert!(lo <= agree && agree <= hi && hi < 0.5, "{u}");
+    let unix = conf(
+        "unix.conf",
+        "upstream u {\n  hash $arg_k consistent;\n  server unix:/tmp/a.sock;\n  server 127.0.0.1:1;\n}",
+    );
+    let err = fails(&run(&["compare", "--config", unix.to_str().unwrap(), "--against", "pingora-ketama"]));
+    assert!(err.contains("pingora-ketama takes IP socket addresses"), "{err}");
+}
+
+#[test]
+fn bad_failed_arguments_are_refused_with_the_peers_listed() {
+    let c = conf("bad.conf", FIVE);
+    let c = c.to_str().unwrap();
+    for cmd in ["share", "forge", "explain"] {
+        let mut args = vec![cmd, "--config", c, "--failed", "127.0.0.1:1"];
+        if cmd == "forge" {
+            args.extend(["--server", "127.0.0.1:9001"]);
+        }
+        if cmd == "explain" {
+            args.push("k");
+        }
+        let err = fails(&run(&args));
+        assert!(err.contains("--failed \"127.0.0.1:1\" matches no server string or peer address"), "{cmd}: {err}");
+    }
+}
+
+/// Reads a PNG's width and height from its IHDR chunk.
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    assert_eq!(&png[12..16], b"IHDR");
+    let be = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap());
+    (be(&png[16..20]), be(&png[20..24]))
+}
+
+/// The pictures render with `rsvg-convert` (Debian's librsvg2-bin) into PNGs of the SVG's size.
+#[test]
+fn svg_pictures_render() {
+    let a = conf("pa.conf", FIVE);
+    let b = conf("pb.conf", &FIVE.replace("127.0.0.1:9003", "127.0.0.1:09003"));
+    let dir = std::env::temp_dir().join(format!("nginx-ketama-svg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let share = dir.join("share.svg");
+    let diff = dir.join("diff.svg");
+    ok(&run(&["share", "--config", a.to_str().unwrap(), "--svg", share.to_str().unwrap()]));
+    ok(&run(&["diff", "--from", a.to_str().unwrap(), "--to", b.to_str().unwrap(), "--svg", diff.to_str().unwrap()]));
+    for svg in [&share, &diff] {
+        let text = std::fs::read_to_string(svg).unwrap();
+        assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
+        let png = svg.with_extension("png");
+        match Command::new("rsvg-convert").arg("-o").arg(&png).arg(svg).status() {
+            Ok(status) => {
+                assert!(status.success(), "rsvg-convert {}", svg.display());
+                let (w, h) = png_size(&std::fs::read(&png).unwrap());
+                assert_eq!((w, h), (1100, 700), "{}", svg.display());
+            }
+            Err(_) => {
+                nginx_ketama_harness::testkit::skip("rsvg-convert is not installed (apt-get install librsvg2-bin)")
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The README's pictures (`docs/images/`) are what the commands draw today. To redraw them, from
+/// `crates/cli/tests/data/readme/`: `nginx-ketama share --config nginx.conf --svg ../../../../../docs/images/share.svg`
+/// and `nginx-ketama diff --from nginx.conf --to grow.conf --svg ../../../../../docs/images/diff.svg`.
+#[test]
+fn readme_pictures_are_current() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/readme");
+    let images = nginx_ketama_harness::repo_root().join("docs/images");
+    let dir = std::env::temp_dir().join(format!("nginx-ketama-pictures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let runs: [(&str, Vec<&str>); 2] = [
+        ("share.svg", vec!["share", "--config", "nginx.conf"]),
+        ("diff.svg", vec!["diff", "--from", "nginx.conf", "--to", "grow.conf"]),
+    ];
+    for (name, args) in runs {
+        let fresh = dir.join(name);
+        let out = Command::new(CLI).args(&args).arg("--svg").arg(&fresh).current_dir(&data).output().unwrap();
+        ok(&out);
+        let want = std::fs::read_to_string(images.join(name)).unwrap();
+        let got = std::fs::read_to_string(&fresh).unwrap();
+        assert!(got == want, "docs/images/{name} is stale: redraw it (see this test's comment)");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
