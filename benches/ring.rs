@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nginx_ketama::ring::reference;
-use nginx_ketama::{Method, Peer, Ring, Route, Server, Upstream};
+use nginx_ketama::{Libc, Method, Peer, Ring, Route, Server, Upstream};
 use pingora_ketama::{Bucket, Continuum};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashSet;
@@ -287,6 +287,10 @@ fn benches(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("build/{}", f.label));
         g.bench_function("ours", |b| {
             b.iter(|| Ring::new(black_box(&f.servers).iter().map(|s| (s, f.weight))).expect("ring"))
+        });
+        // nginx built against musl: the same points, sorted by the model of musl's smoothsort.
+        g.bench_function("ours-musl", |b| {
+            b.iter(|| Ring::with_libc(Libc::Musl, black_box(&f.servers).iter().map(|s| (s, f.weight))).expect("ring"))
         });
         g.bench_function("pingora", |b| b.iter(|| Continuum::new(black_box(&f.buckets))));
         g.finish();

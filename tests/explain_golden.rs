@@ -102,7 +102,7 @@ fn replay(record: &Record, run: &Run, checked: &mut usize, walked: &mut usize) -
         let key = k.bytes();
         let e = explain(&mut explained, &key, RUN_CLOCK, refuses);
         let w = plain.request(&key, RUN_CLOCK, refuses);
-        let at = format!("{} (nginx {}) key #{}", record.case, run.nginx, i + 1);
+        let at = format!("{} (nginx {}) key #{}", record.case, run.label(), i + 1);
         *checked += 1;
         if e.steps.iter().any(|s| {
             matches!(

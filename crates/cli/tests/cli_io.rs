@@ -166,6 +166,12 @@ fn verify_usage_errors_exit_2() {
     let (code, _, err) = verify(&["--backend", "podman"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("possible values: auto, local, docker"), "{err}");
+    let (code, _, err) = verify(&["--libc", "bionic"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("possible values: glibc, musl"), "{err}");
+    let (code, _, err) = verify(&["--shim", "true", "--libc", "musl"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--shim proves glibc builds only"), "{err}");
 }
 
 /// An nginx that cannot run is a harness fault (exit 3), never a mismatch and never a pass: each topology

@@ -30,12 +30,15 @@ pub(crate) struct DiffArgs {
     /// nginx version after.
     #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = crate::modelled_version)]
     to_version: NginxVersion,
+    /// The C library nginx was built with before (glibc or musl: it decides ring points two servers share).
+    #[arg(long, default_value_t = Libc::Glibc, value_parser = crate::libc_parser())]
+    from_libc: Libc,
+    /// The C library after (e.g. `--to-libc musl` for a move from Debian to Alpine).
+    #[arg(long, default_value_t = Libc::Glibc, value_parser = crate::libc_parser())]
+    to_libc: Libc,
     /// Make every `server` line exactly one peer, with no DNS lookups.
     #[arg(long)]
     no_resolve: bool,
-    /// The C library both nginx builds use, for ring-point ties (see `route --help`).
-    #[arg(long, default_value_t = Libc::Glibc, value_parser = crate::libc_parser())]
-    libc: Libc,
     /// Read both files as fragments (see `route --help`).
     #[arg(long, value_enum, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "http")]
     fragment: Option<FragmentOf>,
@@ -73,6 +76,8 @@ struct SideJson {
     config: String,
     upstream: String,
     nginx: String,
+    /// `glibc` or `musl`: whose tie rule built the ring.
+    libc: &'static str,
     /// `ring`, `plain-first-step` or `plain-rehash-N-byte-keys`.
     basis: String,
 }
@@ -191,14 +196,14 @@ fn load(
     args: &DiffArgs,
     config: PathBuf,
     upstream: Option<String>,
-    version: NginxVersion,
+    (version, libc): (NginxVersion, Libc),
 ) -> Result<(Upstream, String)> {
     let side = UpstreamArgs {
         config,
         upstream,
         no_resolve: args.no_resolve,
         nginx_version: version,
-        libc: args.libc,
+        libc,
         fragment: args.fragment,
     };
     let (config, name) = crate::load(&side)?;
@@ -207,9 +212,13 @@ fn load(
 
 pub(crate) fn run(args: &DiffArgs) -> Result<()> {
     let to_path = args.to.clone().unwrap_or_else(|| args.from.clone());
-    let (from, from_name) = load(args, args.from.clone(), args.upstream.clone(), args.from_version)?;
-    let (to, to_name) =
-        load(args, to_path.clone(), args.to_upstream.clone().or_else(|| args.upstream.clone()), args.to_version)?;
+    let (from, from_name) = load(args, args.from.clone(), args.upstream.clone(), (args.from_version, args.from_libc))?;
+    let (to, to_name) = load(
+        args,
+        to_path.clone(),
+        args.to_upstream.clone().or_else(|| args.upstream.clone()),
+        (args.to_version, args.to_libc),
+    )?;
     // A --failed server must exist on one side at least.
     for f in &args.failed {
         let known =
@@ -237,6 +246,7 @@ pub(crate) fn run(args: &DiffArgs) -> Result<()> {
         config: path.display().to_string(),
         upstream: name.to_string(),
         nginx: up.version().to_string(),
+        libc: up.libc().as_str(),
         basis: super::basis_name(nginx_ketama::analysis::Unit::HashSpace(map.basis())),
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
@@ -244,7 +254,9 @@ pub(crate) fn run(args: &DiffArgs) -> Result<()> {
         Format::Table => {
             let describe = |path: &PathBuf, name: &str, up: &Upstream| {
                 let method = if up.ring().is_some() { "consistent" } else { "plain" };
-                format!("{} (upstream {name}, {method}, nginx {})", path.display(), up.version())
+                // The C library is named when it is not the default (glibc).
+                let libc = if up.libc() == Libc::Glibc { String::new() } else { format!(", {}", up.libc()) };
+                format!("{} (upstream {name}, {method}, nginx {}{libc})", path.display(), up.version())
             };
             writeln!(out, "from {}", describe(&args.from, &from_name, &from))?;
             writeln!(out, "to   {}", describe(&to_path, &to_name, &to))?;
