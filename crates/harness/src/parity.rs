@@ -188,22 +188,32 @@ impl std::fmt::Debug for Session {
 }
 
 /// Starts nginx for `topology`. In a container, where this process cannot run a resolver in nginx's
-/// environment, the addresses of hostnames are taken from nginx itself (in its resolver's order) and
-/// written back into `topology`.
+/// environment, the addresses of hostnames are taken from nginx itself (in its resolver's order); the
+/// session holds the topology resolved that way.
 ///
 /// # Errors
 ///
 /// nginx failing to start (with its own error output) or not answering the probes.
 pub fn start(backend: &Backend, topology: Topology) -> Result<Session> {
-    let probe = matches!(backend, Backend::Docker { .. }) && !topology.hosts.is_empty();
-    let instance = backend.start(&http_site(&topology, probe), backend.prefix()?)?;
-    let topology = if probe {
-        let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
-        topology.resolved(&resolution)
-    } else {
-        topology
-    };
+    let probe = matches!(backend, Backend::Docker { .. });
+    let (instance, topology) = start_resolving(backend, topology, probe)?;
     Ok(Session { instance, describe: backend.describe(), topology })
+}
+
+/// Starts nginx for `topology`; with `probe` (and hostnames to resolve), asks nginx how its resolver
+/// ordered each name's addresses and returns the topology resolved that way.
+///
+/// # Errors
+///
+/// As [`start`].
+pub fn start_resolving(backend: &Backend, topology: Topology, probe: bool) -> Result<(Box<dyn Instance>, Topology)> {
+    let probe = probe && !topology.hosts.is_empty();
+    let instance = backend.start(&http_site(&topology, probe), backend.prefix()?)?;
+    if !probe {
+        return Ok((instance, topology));
+    }
+    let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
+    Ok((instance, topology.resolved(&resolution)))
 }
 
 /// Asks nginx (started with [`http_site`]`(topology, true)`) in which order its resolver returned each

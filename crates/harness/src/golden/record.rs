@@ -5,7 +5,7 @@ use super::super::backend::{Backend, Instance, log_tail};
 use super::super::catalog::{Case, UNIX_DIR};
 use super::super::client::pipeline;
 use super::super::install::Installation;
-use super::super::parity::{http_site, resolve_through_nginx};
+use super::super::parity::start_resolving;
 use super::super::topology::Topology;
 use super::records::{PeerRecord, Record, Run, skeleton};
 use super::snapshots::show;
@@ -62,16 +62,7 @@ fn start(install: &Installation, topology: Topology) -> Result<(Box<dyn Instance
     for e in std::fs::read_dir(UNIX_DIR)?.flatten() {
         let _ = std::fs::remove_file(e.path());
     }
-    let backend = Backend::Local(install.clone());
-    let probe = !topology.hosts.is_empty();
-    let instance = backend.start(&http_site(&topology, probe), backend.prefix()?)?;
-    let topology = if probe {
-        let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
-        topology.resolved(&resolution)
-    } else {
-        topology
-    };
-    Ok((instance, topology))
+    start_resolving(&Backend::Local(install.clone()), topology, true)
 }
 
 /// The peers of `topology` in nginx's list order.
