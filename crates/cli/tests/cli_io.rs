@@ -183,6 +183,8 @@ fn a_harness_fault_is_reported_as_such() {
     let tree = root.join("1.30.6");
     std::fs::create_dir_all(&tree).unwrap();
     std::fs::write(tree.join("version.txt"), "1.30.6-fake\n").unwrap();
+    std::fs::write(tree.join("nginx-V.txt"), "nginx version: nginx/1.30.6\nconfigure arguments: --with-stream\n")
+        .unwrap();
     // The harness tells a build's C library from its binary: this one claims glibc's symbol versions.
     std::fs::create_dir_all(tree.join("root/usr/sbin")).unwrap();
     std::fs::write(tree.join("root/usr/sbin/nginx"), "not ELF, but names memcpy@GLIBC_2.14\n").unwrap();
@@ -215,6 +217,58 @@ fn a_harness_fault_is_reported_as_such() {
     );
     assert!(!out.contains("0 mismatches"), "a fault is never a pass:\n{out}");
     assert!(!tmp.path().join("none.jsonl").exists(), "no mismatch file for faults");
+}
+
+/// An executable script at `dir/name` with `body`.
+fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+/// `verify --nginx PATH` reads the version from `PATH -V` and refuses one this library does not model
+/// (exit 2, the library's message), naming the build; a binary that is not nginx, or does not run, is a
+/// harness fault (exit 3). Nothing is started in either case.
+#[test]
+fn verify_refuses_an_nginx_it_does_not_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The harness tells the C library from the executable: this one names glibc's symbol versions.
+    let old = script(tmp.path(), "nginx", "# memcpy@GLIBC_2.14\necho 'nginx version: nginx/1.16.1' >&2\n");
+    let (code, out, err) = verify(&["--nginx", old.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: nginx 1.16.1, glibc, no stream module: nginx 1.16.1 is not modelled: this build models nginx",
+            old.display()
+        )),
+        "{err}"
+    );
+    assert!(out.is_empty(), "nothing run: {out}");
+    let other = script(tmp.path(), "openresty", "echo 'nginx version: openresty/1.21.4.1' >&2\n");
+    let (code, _, err) = verify(&["--nginx", other.to_str().unwrap()]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("not an nginx release of the form nginx/MAJOR.MINOR.PATCH"), "{err}");
+    let (code, _, err) = verify(&["--nginx", tmp.path().join("absent").to_str().unwrap()]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("absent -V"), "{err}");
+    let (code, _, err) = verify(&["--nginx", old.to_str().unwrap(), "--versions", "1.26.3"]);
+    assert_eq!(code, Some(2), "--nginx names the build; --versions picks provisioned ones: {err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
+/// `verify --image REF` never pulls: an image that is not present locally is an error naming it (exit 3).
+#[test]
+fn verify_never_pulls_an_image() {
+    let (code, out, err) = verify(&["--image", "nginx-ketama/absent:0.0.0"]);
+    assert_eq!(code, Some(3), "{out}{err}");
+    let docker = Command::new("docker").args(["version"]).output().is_ok_and(|o| o.status.success());
+    let want = if docker {
+        "image nginx-ketama/absent:0.0.0 is not present locally (docker pull nginx-ketama/absent:0.0.0 first)"
+    } else {
+        "no Docker engine answers"
+    };
+    assert!(err.contains(want), "{err}");
 }
 
 /// Completions and the manual page come from the same definition as the command line.

@@ -1,6 +1,7 @@
 //! Where nginx runs: a local process or a Docker container, behind one interface.
 
-use super::install::{Installation, build_label};
+use super::install::Origin;
+use super::install::{BuildInfo, Installation, Stream, build_label, build_summary, detect_libc, glibc_banner};
 use super::local::{LocalNginx, fresh_prefix};
 use super::netns::Net;
 use super::site::{self, Environment, Site};
@@ -9,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use nginx_ketama::Libc;
 use nginx_ketama::version::NginxVersion;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The environment variable that names the container image (e.g. `nginx:1.27` where a registry exists).
 pub const IMAGE_ENV: &str = "NGINX_KETAMA_IMAGE";
@@ -17,22 +18,39 @@ pub const IMAGE_ENV: &str = "NGINX_KETAMA_IMAGE";
 /// A way to run nginx.
 #[derive(Debug, Clone)]
 pub enum Backend {
-    /// A provisioned binary run as a local process.
+    /// A build run as a local process: a provisioned tree or a binary named by `--nginx PATH`.
     Local(Installation),
     /// A container image run through testcontainers.
-    Docker {
-        /// Image name.
-        image: String,
-        /// Image tag.
-        tag: String,
-        /// nginx version inside.
-        version: NginxVersion,
-        /// The C library nginx inside was built with (the image's `nginx-ketama.libc` label; for an image
-        /// named by `$NGINX_KETAMA_IMAGE`, the one asked for).
-        libc: Libc,
-        /// The stream module to load, or `None` when it is built in (label `nginx-ketama.stream-module`).
-        stream_module: Option<String>,
-    },
+    Docker(Image),
+}
+
+/// A container image of nginx, described by what its `nginx -V` says and its executable's C library
+/// ([`Image::probe`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// `name:tag`.
+    pub reference: String,
+    /// The nginx version inside (`nginx -V`).
+    pub version: NginxVersion,
+    /// The C library `/usr/sbin/nginx` is linked with (read from the executable).
+    pub libc: Libc,
+    /// Where the stream module is inside the image.
+    pub stream: Stream,
+    /// The C library as the golden vectors name it (`glibc 2.36 (Debian 2.36-9+deb12u14)`).
+    pub libc_description: String,
+    /// The Debian package version the image says it holds (label `nginx-ketama.debian-version`), if any.
+    pub package: Option<String>,
+    /// How the image was chosen.
+    pub origin: ImageOrigin,
+}
+
+/// How an image was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageOrigin {
+    /// `nginx-ketama/nginx:<version>[-musl]`, built by `scripts/build-images` for a provisioned version.
+    Built,
+    /// Named by `--image REF` or `$NGINX_KETAMA_IMAGE`.
+    Named,
 }
 
 /// A running nginx.
@@ -107,7 +125,7 @@ impl Backend {
     pub fn version(&self) -> NginxVersion {
         match self {
             Backend::Local(i) => i.version,
-            Backend::Docker { version, .. } => *version,
+            Backend::Docker(image) => image.version,
         }
     }
 
@@ -115,7 +133,7 @@ impl Backend {
     pub fn libc(&self) -> Libc {
         match self {
             Backend::Local(i) => i.libc,
-            Backend::Docker { libc, .. } => *libc,
+            Backend::Docker(image) => image.libc,
         }
     }
 
@@ -128,15 +146,55 @@ impl Backend {
     pub fn kind(&self) -> &'static str {
         match self {
             Backend::Local(_) => "local",
-            Backend::Docker { .. } => "docker",
+            Backend::Docker(_) => "docker",
         }
     }
 
-    /// A short description for reports, e.g. `local 1.26.3 (Debian 1.26.3-3+deb13u11)`.
+    /// A short description for reports, e.g. `local 1.26.3 (Debian 1.26.3-3+deb13u11, glibc)`, `local
+    /// /usr/sbin/nginx`, `docker nginx-ketama/nginx:1.26.3`.
     pub fn describe(&self) -> String {
         match self {
-            Backend::Local(i) => format!("local {} (Debian {}, {})", i.label(), i.package, i.libc),
-            Backend::Docker { image, tag, .. } => format!("docker {image}:{tag}"),
+            Backend::Local(i) => match (&i.origin, i.package()) {
+                (Origin::Provisioned { .. }, Some(package)) => {
+                    format!("local {} (Debian {package}, {})", i.label(), i.libc)
+                }
+                _ => format!("local {}", i.binary().display()),
+            },
+            Backend::Docker(image) => format!("docker {}", image.reference),
+        }
+    }
+
+    /// One line naming the build with what its `nginx -V` says: `/usr/sbin/nginx: nginx 1.26.3, glibc, stream
+    /// module (dynamic)`, `nginx-ketama/nginx:1.26.3: …`.
+    pub fn summary(&self) -> String {
+        match self {
+            Backend::Local(i) => i.summary(),
+            Backend::Docker(image) => build_summary(&image.reference, image.version, image.libc, &image.stream),
+        }
+    }
+
+    /// The stream module of the build.
+    pub fn stream(&self) -> &Stream {
+        match self {
+            Backend::Local(i) => &i.stream,
+            Backend::Docker(image) => &image.stream,
+        }
+    }
+
+    /// The Debian package version of the build, when it is known (a provisioned tree, an image of
+    /// `scripts/build-images`).
+    pub fn package(&self) -> Option<String> {
+        match self {
+            Backend::Local(i) => i.package(),
+            Backend::Docker(image) => image.package.clone(),
+        }
+    }
+
+    /// The C library as the golden vectors name it, with its version.
+    pub fn libc_description(&self) -> String {
+        match self {
+            Backend::Local(i) => i.libc_description(),
+            Backend::Docker(image) => image.libc_description.clone(),
         }
     }
 
@@ -151,7 +209,7 @@ impl Backend {
                 Capabilities { ipv6: root, port80: root, hostnames: root, unix_dir: Some(unix_dir.to_string()) }
             }
             // Docker disables IPv6 inside containers unless the daemon enables it.
-            Backend::Docker { .. } => {
+            Backend::Docker(_) => {
                 Capabilities { ipv6: false, port80: true, hostnames: true, unix_dir: Some("/tmp".into()) }
             }
         }
@@ -165,9 +223,9 @@ impl Backend {
     pub fn start(&self, site: &Site, prefix: PathBuf) -> Result<Box<dyn Instance>> {
         match self {
             Backend::Local(install) => Ok(Box::new(LocalNginx::start(install, site, prefix)?)),
-            Backend::Docker { image, tag, stream_module, .. } => {
+            Backend::Docker(image) => {
                 let _ = std::fs::remove_dir_all(&prefix);
-                Ok(Box::new(docker::start(image, tag, stream_module.as_deref(), site)?))
+                Ok(Box::new(docker::start(image, site)?))
             }
         }
     }
@@ -183,36 +241,96 @@ pub fn docker_available() -> bool {
     docker::available()
 }
 
-/// Where the images of `scripts/build-images` load the stream module from (unless it is built in).
-pub const IMAGE_STREAM_MODULE: &str = "/usr/lib/nginx/modules/ngx_stream_module.so";
-
 /// The image to use for the build of `version` against `libc`: `$NGINX_KETAMA_IMAGE` if set (`name:tag`;
-/// taken to be built against `libc`), else the locally built `nginx-ketama/nginx:<version>` (glibc) or
-/// `nginx-ketama/nginx:<version>-musl`. The image's labels say whether the stream module is built in, and
-/// a local image must be the C library asked for.
+/// its version and C library are read from the image), else the locally built
+/// `nginx-ketama/nginx:<version>` (glibc) or `nginx-ketama/nginx:<version>-musl`, which must hold that
+/// build.
+///
+/// # Errors
+///
+/// The image is not present locally (nothing is ever pulled), or does not hold the build asked for.
 pub fn docker_backend(version: NginxVersion, libc: Libc) -> Result<Backend> {
-    let (image, tag, version, foreign) = match std::env::var(IMAGE_ENV) {
-        Ok(spec) => {
-            let (image, tag) = spec.rsplit_once(':').unwrap_or((spec.as_str(), "latest"));
-            let v = tag.parse().unwrap_or(version);
-            (image.to_string(), tag.to_string(), v, true)
-        }
-        Err(_) => ("nginx-ketama/nginx".to_string(), build_label(version, libc), version, false),
-    };
-    let Some(labels) = docker::image_labels(&image, &tag) else {
-        bail!("docker image {image}:{tag} is not present locally; build it with scripts/build-images {tag}");
-    };
-    // Images built before the libc label existed are Debian's (glibc) builds.
-    let labelled = labels.libc.split_whitespace().next().unwrap_or("glibc");
-    if !foreign && labelled != libc.as_str() {
-        bail!("docker image {image}:{tag} is labelled {labelled:?}, not {libc}; rebuild it with scripts/build-images");
+    if let Ok(spec) = std::env::var(IMAGE_ENV) {
+        return Ok(Backend::Docker(Image::probe(&spec, ImageOrigin::Named)?));
     }
-    let stream_module = match labels.stream_module.as_str() {
-        "built in" => None,
-        "" => Some(IMAGE_STREAM_MODULE.to_string()),
-        path => Some(path.to_string()),
-    };
-    Ok(Backend::Docker { image, tag, version, libc, stream_module })
+    let reference = format!("nginx-ketama/nginx:{}", build_label(version, libc));
+    if docker::labels(&reference).is_none() {
+        bail!(
+            "docker image {reference} is not present locally; build it with scripts/build-images {}",
+            build_label(version, libc)
+        );
+    }
+    let image = Image::probe(&reference, ImageOrigin::Built)?;
+    if (image.version, image.libc) != (version, libc) {
+        bail!(
+            "docker image {reference} holds nginx {} built with {}, not {version} with {libc}; rebuild it with \
+             scripts/build-images",
+            image.version,
+            image.libc
+        );
+    }
+    Ok(Backend::Docker(image))
+}
+
+/// Where the images run nginx from (the harness starts `/usr/sbin/nginx` in them).
+pub const IMAGE_NGINX: &str = "/usr/sbin/nginx";
+
+impl Image {
+    /// Reads the image `reference` (`verify --image REF`): `nginx -V` run inside it (no network), the C
+    /// library from its `/usr/sbin/nginx`, the stream module looked for in the image's files as
+    /// [`BuildInfo::locate_stream`] says. Never pulls.
+    ///
+    /// # Errors
+    ///
+    /// The image is not present locally ("docker pull REF first"), no Docker engine, or an image without an
+    /// nginx release at `/usr/sbin/nginx`.
+    pub fn probe(reference: &str, origin: ImageOrigin) -> Result<Image> {
+        if !docker::available() {
+            bail!("no Docker engine answers (docker version failed): cannot read image {reference}");
+        }
+        let Some(labels) = docker::labels(reference) else {
+            bail!("image {reference} is not present locally (docker pull {reference} first)");
+        };
+        let text = docker::run(reference, IMAGE_NGINX, &["-V"])?;
+        let info = BuildInfo::parse(&text).with_context(|| format!("reading nginx -V in image {reference}"))?;
+        let files = docker::Files::of(reference)?;
+        let executable =
+            files.read(IMAGE_NGINX).with_context(|| format!("reading {IMAGE_NGINX} in image {reference}"))?;
+        let Some(libc) = detect_libc(&executable) else {
+            bail!("cannot tell which C library {IMAGE_NGINX} in image {reference} is linked with");
+        };
+        let bin_dir = Path::new(IMAGE_NGINX).parent().unwrap_or(Path::new("/"));
+        let stream = info.locate_stream(bin_dir, |p| files.read(&p.display().to_string()).is_ok());
+        let libc_description = match libc {
+            Libc::Glibc => ["/lib/x86_64-linux-gnu/libc.so.6", "/lib/aarch64-linux-gnu/libc.so.6", "/lib64/libc.so.6"]
+                .iter()
+                .find_map(|so| docker::run(reference, so, &[]).ok().and_then(|t| glibc_banner(&t)))
+                .unwrap_or_else(|| "glibc (version unknown)".to_string()),
+            Libc::Musl => match labels.libc.trim().strip_prefix("musl ") {
+                Some(v) => format!("musl {} (Debian {v}, static)", v.split('-').next().unwrap_or(v)),
+                None => "musl (version unknown)".to_string(),
+            },
+        };
+        let package = (!labels.package.is_empty()).then_some(labels.package);
+        Ok(Image {
+            reference: reference.to_string(),
+            version: info.version,
+            libc,
+            stream,
+            libc_description,
+            package,
+            origin,
+        })
+    }
+
+    /// The image's name and tag, as testcontainers takes them.
+    pub fn name_and_tag(&self) -> (&str, &str) {
+        let slash = self.reference.rfind('/').map_or(0, |i| i + 1);
+        match self.reference[slash..].rfind(':') {
+            Some(i) => (&self.reference[..slash + i], &self.reference[slash + i + 1..]),
+            None => (&self.reference, "latest"),
+        }
+    }
 }
 
 mod docker {
@@ -271,35 +389,81 @@ mod docker {
     /// The labels `scripts/build-images` sets that the harness reads (empty when absent).
     pub(super) struct Labels {
         pub(super) libc: String,
-        pub(super) stream_module: String,
+        pub(super) package: String,
     }
 
-    /// The image's labels, or `None` if the image is not present.
-    pub(super) fn image_labels(image: &str, tag: &str) -> Option<Labels> {
+    /// The image's labels, or `None` if the image is not present locally.
+    pub(super) fn labels(reference: &str) -> Option<Labels> {
         let format =
-            r#"{{index .Config.Labels "nginx-ketama.libc"}}|{{index .Config.Labels "nginx-ketama.stream-module"}}"#;
-        let out = docker(&["image", "inspect", "-f", format, &format!("{image}:{tag}")])?;
+            r#"{{index .Config.Labels "nginx-ketama.libc"}}|{{index .Config.Labels "nginx-ketama.debian-version"}}"#;
+        let out = docker(&["image", "inspect", "-f", format, reference])?;
         if !out.status.success() {
             return None;
         }
         let text = String::from_utf8_lossy(&out.stdout).trim().replace("<no value>", "");
-        let (libc, stream_module) = text.split_once('|').unwrap_or((&text, ""));
-        Some(Labels { libc: libc.to_string(), stream_module: stream_module.to_string() })
+        let (libc, package) = text.split_once('|').unwrap_or((&text, ""));
+        Some(Labels { libc: libc.to_string(), package: package.to_string() })
     }
 
-    pub(super) fn start(image: &str, tag: &str, stream_module: Option<&str>, site: &Site) -> Result<DockerNginx> {
+    /// Runs `program args` in a throw-away container of the (local) image, without a network, and returns
+    /// what it printed (stderr, then stdout).
+    pub(super) fn run(reference: &str, program: &str, args: &[&str]) -> Result<String> {
+        let mut argv = vec!["run", "--rm", "--pull=never", "--network", "none", "--entrypoint", program, reference];
+        argv.extend_from_slice(args);
+        let out = docker(&argv).context("running the docker CLI")?;
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() {
+            bail!("{program} in image {reference} failed ({}): {}", out.status, text.trim());
+        }
+        Ok(text)
+    }
+
+    /// A created (never started) container of an image, to read its files; removed when dropped.
+    pub(super) struct Files {
+        id: String,
+    }
+
+    impl Files {
+        pub(super) fn of(reference: &str) -> Result<Files> {
+            let out = docker(&["create", "--pull=never", "--network", "none", reference])
+                .context("running the docker CLI")?;
+            if !out.status.success() {
+                bail!("creating a container of {reference}: {}", String::from_utf8_lossy(&out.stderr).trim());
+            }
+            Ok(Files { id: String::from_utf8_lossy(&out.stdout).trim().to_string() })
+        }
+
+        /// The file at `path` (symbolic links followed), as a tar stream: the file's bytes are in it
+        /// unchanged, which is all [`detect_libc`] needs.
+        pub(super) fn read(&self, path: &str) -> Result<Vec<u8>> {
+            let out = docker(&["cp", "-L", &format!("{}:{path}", self.id), "-"]).context("running the docker CLI")?;
+            if !out.status.success() {
+                bail!("{path}: {}", String::from_utf8_lossy(&out.stderr).trim());
+            }
+            Ok(out.stdout)
+        }
+    }
+
+    impl Drop for Files {
+        fn drop(&mut self) {
+            let _ = docker(&["rm", "-f", &self.id]);
+        }
+    }
+
+    pub(super) fn start(image: &Image, site: &Site) -> Result<DockerNginx> {
         let env = Environment {
             prefix: "/tmp".into(),
             http_front: site::FRONT_HTTP_PORT.to_string(),
             stream_front: site::FRONT_STREAM_PORT.to_string(),
-            stream_module: stream_module.map(str::to_string),
+            stream_module: image.stream.module().map(|m| m.display().to_string()),
             user_root: true,
         };
         let conf = site::render(site, &env);
-        let request = GenericImage::new(image, tag)
+        let (name, tag) = image.name_and_tag();
+        let request = GenericImage::new(name, tag)
             .with_exposed_port(site::FRONT_HTTP_PORT.tcp())
             .with_wait_for(WaitFor::message_on_stderr("start worker process"))
-            .with_cmd(["/usr/sbin/nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf"])
+            .with_cmd([IMAGE_NGINX, "-e", "stderr", "-c", "/etc/nginx/nginx.conf"])
             .with_copy_to("/etc/nginx/nginx.conf", conf.into_bytes())
             .with_label(crate::cleanup::OWNER_LABEL, std::process::id().to_string())
             .with_startup_timeout(std::time::Duration::from_secs(30));
@@ -321,7 +485,7 @@ mod docker {
             let range = format!("{} {}", EPHEMERAL_PORTS.start(), EPHEMERAL_PORTS.end());
             hc.sysctls = Some(HashMap::from([("net.ipv4.ip_local_port_range".to_string(), range)]));
         });
-        let container = request.start().with_context(|| format!("starting container {image}:{tag}"))?;
+        let container = request.start().with_context(|| format!("starting container {}", image.reference))?;
         let port = container.get_host_port_ipv4(site::FRONT_HTTP_PORT.tcp())?;
         let front = SocketAddr::from(([127, 0, 0, 1], port));
         Ok(DockerNginx { container, front })

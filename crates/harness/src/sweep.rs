@@ -1,7 +1,8 @@
 //! A parity sweep: many random topologies × keys × nginx versions, with a readable summary.
 
-use super::backend::Backend;
+use super::backend::{Backend, Image, ImageOrigin};
 use super::golden::Observation;
+use super::install::{Installation, Origin, Stream};
 use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions, compare};
 use super::shim::ShimModel;
 use super::stream;
@@ -112,16 +113,28 @@ pub struct Fault {
 }
 
 /// The `nginx-ketama verify` command line that runs topology `index` (or, with `None`, the stream check) of
-/// this sweep again on `backend`.
+/// this sweep again on `backend`: a provisioned build by version (and C library), a named binary by
+/// `--nginx PATH`, a named image by `--image REF`.
 pub fn replay_command(backend: &Backend, options: &SweepOptions, index: Option<usize>) -> String {
     let defaults = SweepOptions::default();
-    let mut cmd = format!("nginx-ketama verify --backend {} --versions {}", backend.kind(), backend.version());
-    if backend.libc() != Libc::Glibc {
-        cmd.push_str(&format!(" --libc {}", backend.libc()));
-    }
+    let mut cmd = match backend {
+        Backend::Local(Installation { origin: Origin::Named { path, .. }, .. }) => {
+            format!("nginx-ketama verify --nginx {}", shell_quote(&path.display().to_string()))
+        }
+        Backend::Docker(Image { origin: ImageOrigin::Named, reference, .. }) => {
+            format!("nginx-ketama verify --image {}", shell_quote(reference))
+        }
+        _ => {
+            let mut cmd = format!("nginx-ketama verify --backend {} --versions {}", backend.kind(), backend.version());
+            if backend.libc() != Libc::Glibc {
+                cmd.push_str(&format!(" --libc {}", backend.libc()));
+            }
+            cmd
+        }
+    };
     cmd.push_str(&format!(" --seed {} --keys {}", options.seed, options.keys));
     if let Some(shim) = &options.shim {
-        cmd.push_str(&format!(" --shim '{}'", shim.replace('\'', r"'\''")));
+        cmd.push_str(&format!(" --shim {}", shell_quote(shim)));
     }
     if options.topology.max_servers != defaults.topology.max_servers {
         cmd.push_str(&format!(" --max-servers {}", options.topology.max_servers));
@@ -136,6 +149,16 @@ pub fn replay_command(backend: &Backend, options: &SweepOptions, index: Option<u
     cmd
 }
 
+/// `text` as one shell word: as it is when it needs no quoting, else in single quotes.
+fn shell_quote(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-:+@=,".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 /// Totals for one nginx version.
 #[derive(Debug, Clone, Default)]
 pub struct VersionReport {
@@ -143,6 +166,10 @@ pub struct VersionReport {
     pub version: String,
     /// Backend description.
     pub backend: String,
+    /// The build and what its `nginx -V` says ([`Backend::summary`]).
+    pub build: String,
+    /// Why the stream check did not run, when it did not although asked for.
+    pub stream_skipped: Option<String>,
     /// Topologies run.
     pub topologies: usize,
     /// Of which consistent.
@@ -255,8 +282,12 @@ pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, uni
 /// Runs the sweep on one backend. A topology the harness cannot run is a [`Fault`] in the report, a
 /// difference a [`Finding`]; neither stops the sweep.
 pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnMut(Event<'_>)) -> VersionReport {
-    let mut report =
-        VersionReport { version: backend.label(), backend: backend.describe(), ..VersionReport::default() };
+    let mut report = VersionReport {
+        version: backend.label(),
+        backend: backend.describe(),
+        build: backend.summary(),
+        ..VersionReport::default()
+    };
     let indexes: Vec<usize> = match options.only {
         Some(i) => vec![i],
         None => (0..options.topologies).collect(),
@@ -281,8 +312,13 @@ pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnM
     report
 }
 
-/// Runs the stream check on `backend` and adds its sessions, mismatches or fault to `report`.
+/// Runs the stream check on `backend` and adds its sessions, mismatches or fault to `report`; a build
+/// without the stream module is not checked, and `report` says why.
 pub fn stream_into(backend: &Backend, options: &SweepOptions, report: &mut VersionReport) {
+    if let Stream::Absent(why) = backend.stream() {
+        report.stream_skipped = Some(format!("stream check skipped: {why}"));
+        return;
+    }
     match stream_check(backend, options) {
         Ok((sessions, findings)) => {
             report.stream_sessions = sessions;
@@ -499,6 +535,14 @@ impl VersionReport {
                 r.rate()
             ));
         }
+        for r in reports {
+            if !r.build.is_empty() {
+                out.push_str(&format!("{:<11} {}\n", r.version, r.build));
+            }
+            if let Some(why) = &r.stream_skipped {
+                out.push_str(&format!("{:<11} {why}\n", r.version));
+            }
+        }
         out
     }
 }
@@ -506,16 +550,20 @@ impl VersionReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::install::Installation;
+
+    fn provisioned(libc: Libc) -> Backend {
+        Backend::Local(Installation {
+            version: "1.26.3".parse().unwrap(),
+            libc,
+            stream: Stream::BuiltIn,
+            configure: Vec::new(),
+            origin: Origin::Provisioned { dir: "/nowhere".into(), package: "1.26.3-3".into() },
+        })
+    }
 
     #[test]
     fn replay_commands_name_every_option_that_changes_the_topology() {
-        let backend = Backend::Local(Installation {
-            version: "1.26.3".parse().unwrap(),
-            package: "1.26.3-3".into(),
-            libc: Libc::Glibc,
-            dir: "/nowhere".into(),
-        });
+        let backend = provisioned(Libc::Glibc);
         let mut options = SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() };
         assert_eq!(
             replay_command(&backend, &options, Some(3)),
@@ -528,15 +576,51 @@ mod tests {
             "nginx-ketama verify --backend local --versions 1.26.3 --seed 7 --keys 100 --max-servers 9 \
              --no-ring-proof --topologies 0 --stream-sessions 300"
         );
-        let musl = Backend::Local(Installation {
+        assert_eq!(
+            replay_command(
+                &provisioned(Libc::Musl),
+                &SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() },
+                Some(3)
+            ),
+            "nginx-ketama verify --backend local --versions 1.26.3 --libc musl --seed 7 --keys 100 --only 3"
+        );
+    }
+
+    /// A binary or an image named on the command line is named again by the replay command.
+    #[test]
+    fn replay_commands_name_the_binary_or_image() {
+        let options =
+            SweepOptions { seed: 7, keys: 100, shim: Some("python3 it's.py".into()), ..SweepOptions::default() };
+        let named = Backend::Local(Installation {
             version: "1.26.3".parse().unwrap(),
-            package: "1.26.3-3".into(),
-            libc: Libc::Musl,
-            dir: "/nowhere".into(),
+            libc: Libc::Glibc,
+            stream: Stream::Absent("none".into()),
+            configure: Vec::new(),
+            origin: Origin::Named { path: "/opt/my nginx/sbin/nginx".into(), executable: "/opt/x".into() },
         });
         assert_eq!(
-            replay_command(&musl, &SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() }, Some(3)),
-            "nginx-ketama verify --backend local --versions 1.26.3 --libc musl --seed 7 --keys 100 --only 3"
+            replay_command(&named, &options, Some(2)),
+            r"nginx-ketama verify --nginx '/opt/my nginx/sbin/nginx' --seed 7 --keys 100 --shim 'python3 it'\''s.py' --only 2"
+        );
+        let image = |origin| {
+            Backend::Docker(Image {
+                reference: "registry.example/nginx:1.26.3".into(),
+                version: "1.26.3".parse().unwrap(),
+                libc: Libc::Musl,
+                stream: Stream::BuiltIn,
+                libc_description: "musl".into(),
+                package: None,
+                origin,
+            })
+        };
+        let options = SweepOptions { seed: 7, keys: 100, ..SweepOptions::default() };
+        assert_eq!(
+            replay_command(&image(ImageOrigin::Named), &options, Some(0)),
+            "nginx-ketama verify --image registry.example/nginx:1.26.3 --seed 7 --keys 100 --only 0"
+        );
+        assert_eq!(
+            replay_command(&image(ImageOrigin::Built), &options, Some(0)),
+            "nginx-ketama verify --backend docker --versions 1.26.3 --libc musl --seed 7 --keys 100 --only 0"
         );
     }
 

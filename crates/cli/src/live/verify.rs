@@ -4,7 +4,7 @@ use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
 use nginx_ketama::version::NginxVersion;
-use nginx_ketama_harness::backend::{Backend, docker_available, docker_backend};
+use nginx_ketama_harness::backend::{Backend, Image, ImageOrigin, docker_available, docker_backend};
 use nginx_ketama_harness::install::Installation;
 use nginx_ketama_harness::parity::show_key;
 use nginx_ketama_harness::sweep::{Event, Finding, SweepOptions, VersionReport, sweep_backend};
@@ -30,7 +30,8 @@ pub(crate) enum Verdict {
     Proven,
     /// Exit 1: nginx and the library differed on at least one request (mismatches win over faults).
     Mismatches,
-    /// Exit 2: the command line asks for something impossible (or for nothing at all).
+    /// Exit 2: the command line asks for something impossible (or for nothing at all), or names an nginx
+    /// (`--nginx`, `--image`) whose version this library does not model: refused, not guessed.
     Usage,
     /// Exit 3: the harness could not run or finish a check (no nginx, nginx not starting or not answering,
     /// a socket error). Never a pass, and never called a mismatch.
@@ -125,6 +126,14 @@ pub(crate) struct VerifyArgs {
     /// Directory of provisioned nginx builds (default: $NGINX_KETAMA_NGINX_DIR or ./.nginx).
     #[arg(long)]
     pub nginx_dir: Option<PathBuf>,
+    /// Prove this nginx binary instead of the provisioned builds (repeatable): any build, run as a local
+    /// process. Its version, C library and stream module are read from it (`nginx -V`, its executable).
+    #[arg(long = "nginx", value_name = "PATH", conflicts_with_all = ["versions", "libc", "nginx_dir", "backend"])]
+    pub nginx: Vec<PathBuf>,
+    /// Prove this container image instead of the provisioned builds (repeatable), through testcontainers.
+    /// It must be present locally (nothing is pulled); nginx must be its /usr/sbin/nginx.
+    #[arg(long = "image", value_name = "REF", conflicts_with_all = ["versions", "libc", "nginx_dir", "backend"])]
+    pub image: Vec<String>,
 }
 
 impl VerifyArgs {
@@ -172,42 +181,86 @@ impl VerifyArgs {
     }
 }
 
+/// Why `verify` cannot start.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// A build whose version is not modelled, or another impossible request (exit 2).
+    Usage(String),
+    /// No nginx to run: nothing provisioned, a binary that does not run, an image not present (exit 3).
+    Fault(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Refusal {
+    fn from(e: anyhow::Error) -> Refusal {
+        Refusal::Fault(e)
+    }
+}
+
+/// The builds named by `--nginx` and `--image`, each read from the binary or image itself; a version
+/// outside the modelled range is refused.
+///
+/// # Errors
+///
+/// A binary that does not run or is not nginx, an image not present locally, an unmodelled version.
+pub(crate) fn named_backends(paths: &[PathBuf], images: &[String]) -> Result<Vec<Backend>, Refusal> {
+    let mut out = Vec::new();
+    for path in paths {
+        out.push(Backend::Local(Installation::named(path)?));
+    }
+    for reference in images {
+        out.push(Backend::Docker(Image::probe(reference, ImageOrigin::Named)?));
+    }
+    for backend in &out {
+        if let Err(e) = backend.version().modelled() {
+            return Err(Refusal::Usage(format!("{}: {e}", backend.summary())));
+        }
+    }
+    Ok(out)
+}
+
 /// Chooses backends for `args`.
 ///
 /// # Errors
 ///
-/// No provisioned nginx, or Docker asked for but not available.
-pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
+/// No provisioned nginx, Docker asked for but not available, or a named build that cannot be used.
+pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Backend>, Refusal> {
+    if !args.nginx.is_empty() || !args.image.is_empty() {
+        return named_backends(&args.nginx, &args.image);
+    }
+    Ok(provisioned_backends(args)?)
+}
+
+/// The provisioned builds (as local processes or through their images) `args` asks for.
+fn provisioned_backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
     let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
     let installs = Installation::discover(&root);
     let wanted = wanted_builds(args, &installs);
     if wanted.is_empty() && args.backend != BackendChoice::Docker {
         bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
     }
-    let docker = match args.backend {
-        BackendChoice::Local => false,
-        BackendChoice::Docker => true,
-        BackendChoice::Auto => docker_available() && wanted.iter().all(|(v, l)| docker_backend(*v, *l).is_ok()),
-    };
+    let images = || wanted.iter().map(|&(v, libc)| docker_backend(v, libc)).collect::<Result<Vec<_>>>();
+    match args.backend {
+        BackendChoice::Docker => return images(),
+        BackendChoice::Auto if docker_available() => {
+            if let Ok(backends) = images() {
+                return Ok(backends);
+            }
+        }
+        BackendChoice::Auto | BackendChoice::Local => {}
+    }
     wanted
         .iter()
         .map(|&(v, libc)| {
-            if docker {
-                docker_backend(v, libc)
-            } else {
-                installs.iter().find(|i| i.version == v && i.libc == libc).cloned().map(Backend::Local).ok_or_else(
-                    || {
-                        let script = match libc {
-                            Libc::Glibc => "scripts/provision-nginx",
-                            Libc::Musl => "scripts/provision-nginx-musl",
-                        };
-                        anyhow::anyhow!(
-                            "nginx {v} built with {libc} is not provisioned under {} ({script} {v})",
-                            root.display()
-                        )
-                    },
+            installs.iter().find(|i| i.version == v && i.libc == libc).cloned().map(Backend::Local).ok_or_else(|| {
+                let script = match libc {
+                    Libc::Glibc => "scripts/provision-nginx",
+                    Libc::Musl => "scripts/provision-nginx-musl",
+                };
+                anyhow::anyhow!(
+                    "nginx {v} built with {libc} is not provisioned under {} ({script} {v})",
+                    root.display()
                 )
-            }
+            })
         })
         .collect()
 }
@@ -245,7 +298,11 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
     }
     let backends = match backends(args) {
         Ok(b) => b,
-        Err(e) => {
+        Err(Refusal::Usage(message)) => {
+            eprintln!("nginx-ketama: {message}");
+            return Verdict::Usage;
+        }
+        Err(Refusal::Fault(e)) => {
             eprintln!("nginx-ketama: {e:#}");
             return Verdict::HarnessFault;
         }
@@ -321,15 +378,26 @@ fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> 
             Event::Fault(index) => bar.println(format!("  topology {index}: harness fault")),
         });
         // Containers hide the client's source port; check the stream module with the local build instead.
-        if let (Backend::Docker { version, libc, .. }, true) =
-            (backend, options.stream_sessions > 0 && options.only.is_none())
-        {
+        if let (Backend::Docker(image), true) = (backend, options.stream_sessions > 0 && options.only.is_none()) {
             let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
-            if let Some(install) =
-                Installation::discover(&root).into_iter().find(|i| i.version == *version && i.libc == *libc)
-            {
-                bar.set_message(format!("stream module, local nginx {}", install.label()));
-                nginx_ketama_harness::sweep::stream_into(&Backend::Local(install), options, &mut report);
+            let twin = match image.origin {
+                ImageOrigin::Built => Installation::discover(&root)
+                    .into_iter()
+                    .find(|i| i.version == image.version && i.libc == image.libc),
+                ImageOrigin::Named => None,
+            };
+            match twin {
+                Some(install) => {
+                    bar.set_message(format!("stream module, local nginx {}", install.label()));
+                    nginx_ketama_harness::sweep::stream_into(&Backend::Local(install), options, &mut report);
+                }
+                None => {
+                    report.stream_skipped = Some(
+                        "stream check skipped: a container hides the client's source port, which the stream \
+                         upstream hashes, and no provisioned build of it is here to check instead"
+                            .to_string(),
+                    )
+                }
             }
         }
         reports.push(report);

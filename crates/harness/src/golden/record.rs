@@ -55,14 +55,14 @@ pub fn utc_today() -> String {
 
 /// Starts nginx for `topology` and, if it uses hostnames, rewrites their endpoints in the order nginx's own
 /// resolver returned them (asked through probe upstreams in the same nginx).
-fn start(install: &Installation, topology: Topology) -> Result<(Box<dyn Instance>, Topology)> {
+fn start(build: &Installation, topology: Topology) -> Result<(Box<dyn Instance>, Topology)> {
     std::fs::create_dir_all(UNIX_DIR).with_context(|| format!("creating {UNIX_DIR}"))?;
     // nginx never unlinks a socket file left by an earlier (killed) instance; the catalog lock makes these
     // paths ours. The TCP addresses are nginx's alone: it runs in a network namespace of its own.
     for e in std::fs::read_dir(UNIX_DIR)?.flatten() {
         let _ = std::fs::remove_file(e.path());
     }
-    start_resolving(&Backend::Local(install.clone()), topology, true)
+    start_resolving(&Backend::Local(build.clone()), topology, true)
 }
 
 /// The peers of `topology` in nginx's list order.
@@ -161,7 +161,7 @@ pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run
     }
     Ok(Run {
         nginx: install.version,
-        package: install.package.clone(),
+        package: install.package().unwrap_or_else(|| "unknown".to_string()),
         libc: install.libc_description(),
         recorded: date.to_string(),
         peers,
