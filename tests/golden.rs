@@ -124,7 +124,7 @@ fn no_stale_snapshots() {
     }
     for e in &expected {
         if !seen.contains(e) {
-            stale.push(format!("{e}: missing (run INSTA_UPDATE=always cargo test --test golden)"));
+            stale.push(format!("{e}: missing (run scripts/record-vectors --offline, then cargo insta review)"));
         }
     }
     assert!(stale.is_empty(), "stale snapshot files:\n  {}", stale.join("\n  "));

@@ -4,7 +4,7 @@ pub(crate) mod verify;
 
 use anyhow::Result;
 use nginx_ketama::NginxVersion;
-use nginx_ketama_harness::golden::{self, RecordArgs};
+use nginx_ketama_harness::golden::{self, Layout, RecordArgs, RecordBuilds};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 pub(crate) struct RecordVectorsArgs {
     /// Record nothing: refresh the records' prose from the catalog and regenerate the fixtures.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["versions", "nginx", "image"])]
     offline: bool,
     /// Record only this case (repeatable); records of other cases are kept.
     #[arg(long = "case", value_name = "NAME")]
@@ -20,11 +20,29 @@ pub(crate) struct RecordVectorsArgs {
     /// Record only on these provisioned nginx versions (comma-separated); runs of the others are kept.
     #[arg(long, value_delimiter = ',', value_name = "V1,V2,...")]
     versions: Vec<NginxVersion>,
+    /// Record on this nginx binary instead of the provisioned builds (repeatable), as `verify --nginx`;
+    /// runs of other builds are kept.
+    #[arg(long = "nginx", value_name = "PATH", conflicts_with_all = ["versions", "image"])]
+    nginx: Vec<PathBuf>,
+    /// As `verify --image` (refused: the catalog needs a local process; use the image's binary with --nginx).
+    #[arg(long = "image", value_name = "REF", conflicts_with = "versions")]
+    image: Vec<String>,
+    /// The directory holding `vectors/` and `snapshots/` (default: this repository).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
 }
 
 /// Records the golden vectors; exits 0 clean, 1 on an unexplained version difference, 2 on an error.
 pub(crate) fn record_vectors(args: RecordVectorsArgs) -> ExitCode {
-    let args = RecordArgs { offline: args.offline, cases: args.cases, versions: args.versions };
+    let builds = if !args.image.is_empty() {
+        RecordBuilds::Images(args.image)
+    } else if !args.nginx.is_empty() {
+        RecordBuilds::Named(args.nginx)
+    } else {
+        RecordBuilds::Provisioned(args.versions)
+    };
+    let layout = args.root.as_deref().map(Layout::at);
+    let args = RecordArgs { offline: args.offline, cases: args.cases, builds, layout };
     match golden::record_vectors(&args) {
         Ok(status) => ExitCode::from(status.code()),
         Err(e) => {

@@ -34,33 +34,72 @@ pub mod vocab;
 pub use fixtures::{HEADER, generate_vectors};
 pub use groups::{VersionGroup, version_groups};
 pub use record::{CatalogLock, lock_catalog, peers_of, record_case, record_run, utc_today};
-pub use recorder::{RecordArgs, RecordStatus, record_vectors};
+pub use recorder::{RecordArgs, RecordBuilds, RecordStatus, record_vectors};
 pub use records::{
     PeerRecord, Record, RecordKey, Run, load_records, merge, record_json, skeleton, to_hex, upstream_of_peers,
 };
 pub use replay::{LibraryReplayer, ReplayFailure, Replayer, replay};
-pub use snapshots::{render_snapshot, snapshot_name};
+pub use snapshots::{SNAPSHOT_HEADER, pending_snapshot, render_snapshot, snapshot_name};
 pub use vocab::{BugType, Flag, Observation, Outcome, method_name};
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// Where the records and everything derived from them live, under one root: this repository by default,
+/// another directory with `record-vectors --root DIR` (a test records into a copy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    /// This repository's `vectors/` and `snapshots/`.
+    pub fn repo() -> Layout {
+        Layout { root: crate::repo_root() }
+    }
+
+    /// `root/vectors/` and `root/snapshots/`.
+    pub fn at(root: &Path) -> Layout {
+        Layout { root: root.to_path_buf() }
+    }
+
+    /// The records: `vectors/records/`.
+    pub fn records(&self) -> PathBuf {
+        self.root.join("vectors/records")
+    }
+
+    /// The generated fixtures: `vectors/v1/`.
+    pub fn vectors(&self) -> PathBuf {
+        self.root.join("vectors/v1")
+    }
+
+    /// The derived intermediate values for port authors: `vectors/intermediate.json` (outside `v1/`, whose
+    /// every file is a fixture of recorded tests).
+    pub fn intermediate(&self) -> PathBuf {
+        self.root.join("vectors/intermediate.json")
+    }
+
+    /// The readable snapshots: `snapshots/`.
+    pub fn snapshots(&self) -> PathBuf {
+        self.root.join("snapshots")
+    }
+}
 
 /// Where the records live: `vectors/records/` in this repository.
 pub fn records_dir() -> PathBuf {
-    crate::repo_root().join("vectors/records")
+    Layout::repo().records()
 }
 
 /// Where the generated fixtures live: `vectors/v1/`.
 pub fn vectors_dir() -> PathBuf {
-    crate::repo_root().join("vectors/v1")
+    Layout::repo().vectors()
 }
 
-/// Where the derived intermediate values for port authors live: `vectors/intermediate.json` (outside
-/// `v1/`, whose every file is a fixture of recorded tests).
+/// Where the derived intermediate values for port authors live: `vectors/intermediate.json`.
 pub fn intermediate_path() -> PathBuf {
-    crate::repo_root().join("vectors/intermediate.json")
+    Layout::repo().intermediate()
 }
 
 /// Where the readable snapshots live: `snapshots/`.
 pub fn snapshots_dir() -> PathBuf {
-    crate::repo_root().join("snapshots")
+    Layout::repo().snapshots()
 }

@@ -1,27 +1,32 @@
 //! `nginx-ketama record-vectors` (hidden; run it through `scripts/record-vectors`): records the catalog from
-//! every provisioned nginx and regenerates everything derived from the records.
+//! every provisioned nginx (or the binaries named with `--nginx`) and regenerates everything derived from
+//! the records.
 //!
-//! * without `--offline`: runs every catalog case (or the named ones) on each provisioned nginx, writes
-//!   `vectors/records/<case>.json` (keeping a run's `recorded` date when its results did not change) and
-//!   removes records of cases that left the catalog (full runs only);
+//! * without `--offline`: runs every catalog case (or the named ones) on each build, writes
+//!   `vectors/records/<case>.json` (keeping a run's `recorded` date when its results did not change, and the
+//!   runs of builds not recorded this time) and removes records of cases that left the catalog (full runs
+//!   only);
 //! * with `--offline`: records nothing, but copies edited prose (descriptions, version notes, key comments)
 //!   from the catalog into records whose recorded inputs did not change;
 //! * always: regenerates `vectors/v1/consistent.json`, `vectors/v1/plain.json` and the derived
-//!   `vectors/intermediate.json` from the records and removes snapshots of cases that have no record any
-//!   more.
+//!   `vectors/intermediate.json` from the records, removes snapshots of cases that have no record any
+//!   more, and leaves every snapshot the records now render differently as a pending
+//!   `snapshots/<name>.snap.new` for `cargo insta review`: a routing change is reviewed, never accepted
+//!   silently.
 
 use super::super::catalog::catalog;
 use super::super::install::Installation;
+use super::Layout;
 use super::fixtures::generate_vectors;
 use super::groups::{VersionGroup, split_of, version_groups};
 use super::intermediate::generate_intermediate;
 use super::record::{lock_catalog, record_case, utc_today};
 use super::records::{Record, load_records, merge, record_json, skeleton};
+use super::snapshots::pending_snapshot;
 use super::snapshots::snapshot_name;
-use super::{intermediate_path, records_dir, snapshots_dir, vectors_dir};
 use anyhow::{Context, Result, bail};
 use nginx_ketama::version::NginxVersion;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// What to record.
@@ -31,8 +36,57 @@ pub struct RecordArgs {
     pub offline: bool,
     /// Record only this case (repeatable); records of other cases are kept.
     pub cases: Vec<String>,
-    /// Record only on these provisioned nginx versions (comma-separated); runs of the others are kept.
-    pub versions: Vec<NginxVersion>,
+    /// The builds to record on.
+    pub builds: RecordBuilds,
+    /// Where the records, fixtures and snapshots are (default: this repository).
+    pub layout: Option<Layout>,
+}
+
+/// The builds a recording runs on; runs of other builds already in the records are kept.
+#[derive(Debug, Clone)]
+pub enum RecordBuilds {
+    /// The provisioned builds of these versions (every provisioned build when empty).
+    Provisioned(Vec<NginxVersion>),
+    /// Binaries named by `--nginx PATH`, run as local processes.
+    Named(Vec<PathBuf>),
+    /// Images named by `--image REF`: refused with the reason (the catalog needs a local process).
+    Images(Vec<String>),
+}
+
+impl Default for RecordBuilds {
+    fn default() -> Self {
+        RecordBuilds::Provisioned(Vec::new())
+    }
+}
+
+impl RecordBuilds {
+    /// The local builds to record on.
+    ///
+    /// # Errors
+    ///
+    /// Nothing provisioned, a named binary that is not nginx, or images (see [`RecordBuilds::Images`]).
+    pub fn resolve(&self) -> Result<Vec<Installation>> {
+        match self {
+            RecordBuilds::Provisioned(versions) => {
+                let root = Installation::default_root();
+                let mut installs = Installation::discover(&root);
+                if !versions.is_empty() {
+                    installs.retain(|i| versions.contains(&i.version));
+                }
+                if installs.is_empty() {
+                    bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
+                }
+                Ok(installs)
+            }
+            RecordBuilds::Named(paths) => paths.iter().map(|p| Installation::named(p)).collect(),
+            RecordBuilds::Images(images) => bail!(
+                "record-vectors cannot record on an image ({}): the catalog's cases listen on [::1], on unix \
+                 sockets of this machine and on port 80, which a container does not share; record on the \
+                 image's nginx binary as a local process with --nginx PATH",
+                images.join(", ")
+            ),
+        }
+    }
 }
 
 /// How a recording ended.
@@ -61,7 +115,8 @@ impl RecordStatus {
 ///
 /// No provisioned nginx, an unknown case, nginx failing, or files that cannot be read or written.
 pub fn record_vectors(args: &RecordArgs) -> Result<RecordStatus> {
-    let records = records_dir();
+    let layout = args.layout.clone().unwrap_or_else(Layout::repo);
+    let records = layout.records();
     std::fs::create_dir_all(&records)?;
     let status = if args.offline {
         refresh_prose(&records)?;
@@ -70,7 +125,7 @@ pub fn record_vectors(args: &RecordArgs) -> Result<RecordStatus> {
         record_catalog(args, &records)?
     };
     let all = load_records(&records)?;
-    let dir = vectors_dir();
+    let dir = layout.vectors();
     std::fs::create_dir_all(&dir)?;
     let files = generate_vectors(&all);
     for e in std::fs::read_dir(&dir)? {
@@ -83,36 +138,63 @@ pub fn record_vectors(args: &RecordArgs) -> Result<RecordStatus> {
     for (name, text) in &files {
         std::fs::write(dir.join(name), text)?;
     }
-    std::fs::write(intermediate_path(), generate_intermediate(&all))?;
-    // Snapshots are derived too: drop those of cases that have no record any more.
-    if let Ok(entries) = std::fs::read_dir(snapshots_dir()) {
-        for e in entries {
-            let path = e?.path();
-            let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_string();
-            if name.starts_with("catalog__") && !all.iter().any(|r| format!("{}.snap", snapshot_name(&r.case)) == name)
-            {
-                eprintln!("removing stale snapshot {}", path.display());
-                std::fs::remove_file(&path)?;
-            }
-        }
-    }
+    std::fs::write(layout.intermediate(), generate_intermediate(&all))?;
+    let pending = update_snapshots(&all, &layout.snapshots())?;
     let tests: usize = all.iter().map(|r| r.keys.len() * version_groups(r).len()).sum();
     eprintln!("wrote {} fixture files ({tests} tests from {} records) to {}", files.len(), all.len(), dir.display());
+    match pending.len() {
+        0 => eprintln!("snapshots: unchanged"),
+        n => eprintln!(
+            "snapshots: {n} changed ({}); review them with `cargo insta review` (each is a pending .snap.new in {})",
+            pending.join(", "),
+            layout.snapshots().display()
+        ),
+    }
     Ok(status)
 }
 
-/// Records the chosen cases on the chosen nginx versions into `records`.
+/// Snapshots are derived from the records: removes those of cases that have no record any more, and writes
+/// a pending `<name>.snap.new` for each record that renders differently from its committed snapshot
+/// (removing a pending file that no longer differs). Returns the cases with pending changes.
+fn update_snapshots(all: &[Record], dir: &Path) -> Result<Vec<String>> {
+    std::fs::create_dir_all(dir)?;
+    for e in std::fs::read_dir(dir)? {
+        let path = e?.path();
+        let name = path.file_name().and_then(|s| s.to_str()).unwrap_or("").to_string();
+        let snap = name.strip_suffix(".new").unwrap_or(&name);
+        if name.starts_with("catalog__") && !all.iter().any(|r| format!("{}.snap", snapshot_name(&r.case)) == snap) {
+            eprintln!("removing stale snapshot {}", path.display());
+            std::fs::remove_file(&path)?;
+        }
+    }
+    let mut pending = Vec::new();
+    for record in all {
+        let snap = dir.join(format!("{}.snap", snapshot_name(&record.case)));
+        let new = dir.join(format!("{}.snap.new", snapshot_name(&record.case)));
+        let committed = std::fs::read_to_string(&snap).ok();
+        match pending_snapshot(record, committed.as_deref()) {
+            Some(text) => {
+                std::fs::write(&new, text)?;
+                pending.push(record.case.clone());
+            }
+            None => {
+                if new.exists() {
+                    std::fs::remove_file(&new)?;
+                }
+            }
+        }
+    }
+    Ok(pending)
+}
+
+/// Records the chosen cases on the chosen builds into `records`.
 fn record_catalog(args: &RecordArgs, records: &Path) -> Result<RecordStatus> {
     let mut status = RecordStatus::Clean;
+    let installs = args.builds.resolve()?;
+    for install in &installs {
+        eprintln!("recording on {}", install.summary());
+    }
     let _lock = lock_catalog()?;
-    let root = Installation::default_root();
-    let mut installs = Installation::discover(&root);
-    if !args.versions.is_empty() {
-        installs.retain(|i| args.versions.contains(&i.version));
-    }
-    if installs.is_empty() {
-        bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
-    }
     let cases = catalog();
     for name in &args.cases {
         if !cases.iter().any(|c| c.name == name) {

@@ -105,3 +105,23 @@ pub fn render_snapshot(record: &Record) -> String {
     }
     s
 }
+
+/// The metadata header of every catalog snapshot, as insta writes it: the test that checks the snapshot.
+pub const SNAPSHOT_HEADER: &str = "---\nsource: tests/golden.rs\n---\n";
+
+/// The body of a `.snap` file: what follows insta's `---` metadata block (the whole text without one).
+fn snapshot_body(file: &str) -> &str {
+    file.strip_prefix("---\n").and_then(|rest| rest.split_once("\n---\n")).map_or(file, |(_, body)| body)
+}
+
+/// The `.snap.new` file `cargo insta review` shows for `record` when its rendering differs from the
+/// committed snapshot file `committed` (`None`: there is none), or `None` when nothing changed. Like insta,
+/// trailing newlines do not count.
+pub fn pending_snapshot(record: &Record, committed: Option<&str>) -> Option<String> {
+    let rendered = render_snapshot(record);
+    let new = rendered.trim_end_matches('\n');
+    if committed.is_some_and(|c| snapshot_body(c).trim_end_matches('\n') == new) {
+        return None;
+    }
+    Some(format!("{SNAPSHOT_HEADER}{new}\n"))
+}
