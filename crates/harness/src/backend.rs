@@ -497,6 +497,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn image_references_split_into_name_and_tag() {
+        let image = |reference: &str| Image {
+            reference: reference.to_string(),
+            version: NginxVersion::new(1, 26, 3),
+            libc: Libc::Glibc,
+            stream: Stream::BuiltIn,
+            libc_description: String::new(),
+            package: None,
+            origin: ImageOrigin::Named,
+        };
+        assert_eq!(image("nginx-ketama/nginx:1.26.3").name_and_tag(), ("nginx-ketama/nginx", "1.26.3"));
+        assert_eq!(image("localhost:5000/nginx:1.27").name_and_tag(), ("localhost:5000/nginx", "1.27"));
+        assert_eq!(image("localhost:5000/nginx").name_and_tag(), ("localhost:5000/nginx", "latest"));
+        assert_eq!(image("nginx").name_and_tag(), ("nginx", "latest"));
+    }
+
+    #[test]
     fn log_tail_keeps_the_last_relevant_lines() {
         let mut log = String::from("2026/12/01 [notice] 1#1: start worker process 2\n");
         for i in 1..=25 {
