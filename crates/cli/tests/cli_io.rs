@@ -252,6 +252,10 @@ fn verify_refuses_an_nginx_it_does_not_model() {
     let (code, _, err) = verify(&["--nginx", tmp.path().join("absent").to_str().unwrap()]);
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("absent -V"), "{err}");
+    let musl = script(tmp.path(), "musl", "# /lib/ld-musl-x86_64.so.1\necho 'nginx version: nginx/1.26.3' >&2\n");
+    let (code, _, err) = verify(&["--nginx", musl.to_str().unwrap(), "--shim", "true"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--shim proves glibc builds only") && err.contains("nginx 1.26.3, musl"), "{err}");
     let (code, _, err) = verify(&["--nginx", old.to_str().unwrap(), "--versions", "1.26.3"]);
     assert_eq!(code, Some(2), "--nginx names the build; --versions picks provisioned ones: {err}");
     assert!(err.contains("cannot be used with"), "{err}");

@@ -225,7 +225,14 @@ pub(crate) fn named_backends(paths: &[PathBuf], images: &[String]) -> Result<Vec
 /// No provisioned nginx, Docker asked for but not available, or a named build that cannot be used.
 pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Backend>, Refusal> {
     if !args.nginx.is_empty() || !args.image.is_empty() {
-        return named_backends(&args.nginx, &args.image);
+        let backends = named_backends(&args.nginx, &args.image)?;
+        if let Some(musl) = backends.iter().find(|b| args.shim.is_some() && b.libc() != Libc::Glibc) {
+            return Err(Refusal::Usage(format!(
+                "--shim proves glibc builds only: the shim protocol has no C library ({})",
+                musl.summary()
+            )));
+        }
+        return Ok(backends);
     }
     Ok(provisioned_backends(args)?)
 }
