@@ -116,7 +116,12 @@ impl LocalNginx {
         } else if hosts_file.is_some() {
             bail!("a private hosts file needs root (a private mount namespace)");
         }
-        cmd.arg("-p").arg(&prefix).arg("-c").arg(&conf).arg("-e").arg("stderr");
+        cmd.arg("-p").arg(&prefix).arg("-c").arg(&conf);
+        // The start-up log: an nginx without `-e` (before 1.19.5) says in one [alert] line that it cannot open
+        // its compiled path, then follows the rendered config's `error_log stderr notice;`.
+        if install.version.rules().error_log_switch {
+            cmd.arg("-e").arg("stderr");
+        }
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         cmd.process_group(0);
         // SAFETY: prctl is async-signal-safe; the child dies with us if we die without cleaning up.
