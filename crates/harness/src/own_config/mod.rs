@@ -323,7 +323,9 @@ impl Prover {
     ///
     /// A plan that cannot be made (see [`NetworkPlan::new`]), the namespace or `ip` failing.
     pub fn new(upstreams: &[&ConfigUpstream], installs: &[&Installation], resolver_exe: &Path) -> Result<Prover> {
-        let pid = std::process::id();
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        // One directory per prover (short: unix socket paths must fit in 107 bytes).
+        let pid = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         if !netns::available() {
             let base = PathBuf::from(format!("/tmp/nk-oc-{pid}"));
             std::fs::create_dir_all(&base)?;
