@@ -58,10 +58,31 @@ fn topologies_keep_the_config_as_written() {
     assert_eq!(images.topology.lines[3].max_fails, 0);
 }
 
-/// The topology's model is the config reader's model: the same ring, point for point (literal servers).
+/// The topology's model is the config reader's model: every line's string and parameters for every
+/// upstream, and the same ring, point for point, where every server is a literal.
 #[test]
 fn the_topology_models_the_same_upstream_as_the_config() {
     let config = example();
+    for u in &choose(&config, &[], 1).unwrap().prove {
+        let from_config = config.hash_upstream(Some(&u.name)).unwrap().upstream;
+        let lines: Vec<_> = u
+            .topology
+            .lines
+            .iter()
+            .map(|l| (l.server.clone(), l.weight, l.down, l.backup, l.max_fails, l.fail_timeout))
+            .collect();
+        let peers: Vec<_> = from_config
+            .primary()
+            .iter()
+            .map(|p| (p, false))
+            .chain(from_config.backup().iter().map(|p| (p, true)))
+            .map(|(p, backup)| {
+                (p.server().to_string(), p.weight(), p.is_down(), backup, p.max_fails(), p.fail_timeout())
+            })
+            .collect();
+        assert_eq!(lines, peers, "{}", u.name);
+        assert_eq!(u.topology.method, from_config.method(), "{}", u.name);
+    }
     let choice = choose(&config, &["local_cache".into(), "images".into()], 1).unwrap();
     assert_eq!(choice.prove.len(), 2);
     for u in &choice.prove {
