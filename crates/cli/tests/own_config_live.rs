@@ -84,11 +84,12 @@ fn the_addresses_exist_only_inside_the_namespace() {
         skip("not root: no private namespaces");
         return;
     }
-    let config = own_config::load(&example(), installs[0].version, installs[0].libc).unwrap();
+    let newest = installs.last().expect("at least one build");
+    let config = own_config::load(&example(), newest.version, newest.libc).unwrap();
     let choice = own_config::choose(&config, &["app".into()], 9).unwrap();
     let before = host_lo();
     let ups: Vec<&own_config::ConfigUpstream> = choice.prove.iter().collect();
-    let prover = Prover::new(&ups, &[&installs[0]], CLI.as_ref()).unwrap();
+    let prover = Prover::new(&ups, &[newest], CLI.as_ref()).unwrap();
     let plan = prover.plan().expect("a namespace plan as root").clone();
     let inside = prover.holder().unwrap().lo_addresses().unwrap();
     for a in &plan.on_lo {
@@ -97,7 +98,7 @@ fn the_addresses_exist_only_inside_the_namespace() {
     }
     assert!(plan.on_lo.contains(&"10.0.0.7".parse().unwrap()) && plan.on_lo.contains(&"2001:db8::7".parse().unwrap()));
     let options = ProveOptions { seed: 1, keys: 100, prove_ring: true, failure_runs: 1 };
-    let r = prover.prove(&installs[0], &choice.prove[0], &options, "replay", &mut |_, _| {});
+    let r = prover.prove(newest, &choice.prove[0], &options, "replay", &mut |_, _| {});
     assert!(r.fault.is_none(), "{:?}", r.fault);
     assert!(r.findings.is_empty() && r.arcs_proven > 0 && r.requests > 0, "{r:?}");
     let holder_pid = prover.holder().unwrap().pid();
@@ -108,7 +109,7 @@ fn the_addresses_exist_only_inside_the_namespace() {
     report(&format!(
         "own config: {} addresses only inside the namespace; app proven on nginx {} ({} requests, {} arcs)",
         plan.on_lo.len(),
-        installs[0].label(),
+        newest.label(),
         r.requests,
         r.arcs_proven
     ));
@@ -118,13 +119,14 @@ fn the_addresses_exist_only_inside_the_namespace() {
 #[test]
 fn without_namespaces_only_loopback_upstreams_run() {
     let Some(installs) = installs() else { return };
+    let newest = installs.last().expect("at least one build");
     let out = Command::new(CLI)
         .env(netns::NO_NAMESPACES_ENV, "1")
         .args(["verify", "--config"])
         .arg(example())
         .args(["--keys", "200", "--failure-runs", "1", "--versions"])
-        .arg(installs[0].version.to_string())
-        .args(["--libc", installs[0].libc.as_str()])
+        .arg(newest.version.to_string())
+        .args(["--libc", newest.libc.as_str()])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
