@@ -194,3 +194,24 @@ fn the_example_network_plan() {
     assert_eq!(plan.shadows[0].sockets, [PathBuf::from("/run/app/app.sock")]);
     assert!(plan.hosts_file().contains("127.254.0.1 api.backend.internal\n"));
 }
+
+/// Stream upstreams and upstreams with run-time resolved servers are skipped with the reason when no
+/// names are given, and refused when named.
+#[test]
+fn stream_and_run_time_resolved_upstreams_are_skipped() {
+    let text = "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\nevents {}\n\
+                http {\n upstream dyn { hash $uri; zone z 64k; resolver 127.0.0.1; server app.internal:80 resolve; }\n\
+                upstream ok { hash $uri consistent; server 10.0.0.1:80; }\n}\n\
+                stream { upstream tcp { hash $remote_addr consistent; server 10.0.0.2:5432; } }\n";
+    let options = LoadOptions { resolve: false, version: NginxVersion::new(1, 30, 6), ..LoadOptions::default() };
+    let config = Config::parse_str(text, "t.conf", &options).unwrap();
+    let choice = choose(&config, &[], 1).unwrap();
+    assert_eq!(choice.prove.iter().map(|u| u.name.as_str()).collect::<Vec<_>>(), ["ok"]);
+    let skipped: Vec<(&str, &str)> = choice.skipped.iter().map(|s| (s.name.as_str(), s.why.as_str())).collect();
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert_eq!(skipped[0].0, "dyn");
+    assert!(skipped[0].1.starts_with("has servers resolved at run time (`resolve`, t.conf:4)"), "{skipped:?}");
+    assert_eq!(skipped[1], ("stream:tcp", "a stream upstream: the proof runs HTTP upstreams (keys in a header)"));
+    let e = choose(&config, &["stream:tcp".into()], 1).unwrap_err().to_string();
+    assert!(e.starts_with("upstream \"tcp\" in t.conf:7 cannot be proven: a stream upstream"), "{e}");
+}
