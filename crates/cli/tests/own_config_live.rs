@@ -140,15 +140,19 @@ fn without_namespaces_only_loopback_upstreams_run() {
     assert!(rows[0].contains("local_cache") && rows[0].trim_end().ends_with(" 0"), "{stdout}");
 }
 
-/// A name that is not an upstream, or not a hash upstream, is a usage error with the reader's message.
+/// A name that is not an upstream, or not a hash upstream, is a usage error with the reader's message; so
+/// are options that do not apply to `--config`.
 #[test]
 fn unknown_or_non_hash_upstreams_are_usage_errors() {
     if installs().is_none() {
         return;
     }
-    for (name, want) in [("nope", "no upstream \"nope\" in "), ("static", "does not use \"hash\"")] {
-        let out =
-            Command::new(CLI).args(["verify", "--config"]).arg(example()).args(["--upstream", name]).output().unwrap();
+    for (args, want) in [
+        (["--upstream", "nope"], "no upstream \"nope\" in "),
+        (["--upstream", "static"], "does not use \"hash\""),
+        (["--shim", "x"], "--shim, --only and --repeat do not apply"),
+    ] {
+        let out = Command::new(CLI).args(["verify", "--config"]).arg(example()).args(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(want), "{stderr}");

@@ -29,6 +29,12 @@ pub(crate) fn replay_command(args: &VerifyArgs, file: &Path, upstream: &str, ins
 
 /// Runs `verify --config`.
 pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
+    if args.shim.is_some() || args.only.is_some() || args.repeat > 1 {
+        eprintln!(
+            "nginx-ketama: --config proves this library on your upstreams; --shim, --only and --repeat do not apply"
+        );
+        return Verdict::Usage;
+    }
     if args.backend == BackendChoice::Docker {
         eprintln!("nginx-ketama: --config runs the provisioned nginx builds as local processes (--backend local)");
         return Verdict::Usage;

@@ -303,7 +303,8 @@ pub struct UpstreamReport {
     pub resolution: Vec<(String, Vec<IpAddr>)>,
 }
 
-/// The proof's environment: the namespace holder (as root), the plan, and the private directories.
+/// The proof's environment: the namespace holder (as root), the plan, and the private directories; each
+/// build runs in it (or, without namespaces, on the shared loopback).
 #[derive(Debug)]
 pub struct Prover {
     plan: Option<NetworkPlan>,
@@ -313,7 +314,6 @@ pub struct Prover {
     runs: std::sync::atomic::AtomicUsize,
 }
 
-/// Where a build can run the proof: in the namespace, or (without it) on the shared loopback.
 impl Prover {
     /// Prepares the namespace for `upstreams` (as root): resolves hostnames on this machine (privately),
     /// plans addresses and ports, starts the holder, adds the addresses to its `lo`. Without namespaces it
