@@ -81,10 +81,38 @@ impl LocalNginx {
     ///
     /// nginx failing to start (its own error output is included), or not listening within 15 s.
     pub fn start(install: &Installation, site: &Site, prefix: PathBuf) -> Result<LocalNginx> {
+        LocalNginx::start_in(install, site, prefix, None)
+    }
+
+    /// As [`LocalNginx::start`], but inside `holder`'s namespaces (whose `lo` already has the addresses
+    /// and whose mounts already hold the hosts file), with the HTTP front server at `front` (the site's
+    /// `hosts` is not mounted again).
+    ///
+    /// # Errors
+    ///
+    /// As [`LocalNginx::start`].
+    pub fn start_joined(
+        install: &Installation,
+        site: &Site,
+        prefix: PathBuf,
+        holder: &netns::Holder,
+        front: SocketAddr,
+    ) -> Result<LocalNginx> {
+        LocalNginx::start_in(install, site, prefix, Some((holder, front)))
+    }
+
+    fn start_in(
+        install: &Installation,
+        site: &Site,
+        prefix: PathBuf,
+        joined: Option<(&netns::Holder, SocketAddr)>,
+    ) -> Result<LocalNginx> {
         reap_stale();
         let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
-        let isolated = netns::available();
-        let (http_front, stream_front) = if isolated {
+        let isolated = netns::available() || joined.is_some();
+        let (http_front, stream_front) = if let Some((_, front)) = joined {
+            (front, front)
+        } else if isolated {
             (SocketAddr::new(loopback, site::FRONT_HTTP_PORT), SocketAddr::new(loopback, site::FRONT_STREAM_PORT))
         } else {
             check_shared_loopback()?;
@@ -104,6 +132,7 @@ impl LocalNginx {
         std::fs::write(&conf, site::render(site, &env))?;
         let mut cmd = Command::new(install.binary());
         let hosts_file = match &site.hosts {
+            Some(_) if joined.is_some() => None,
             Some(hosts) => {
                 let file = prefix.join("hosts");
                 std::fs::write(&file, hosts)?;
@@ -111,7 +140,9 @@ impl LocalNginx {
             }
             None => None,
         };
-        if isolated {
+        if let Some((holder, _)) = joined {
+            holder.join(&mut cmd);
+        } else if isolated {
             netns::isolate(&mut cmd, hosts_file.as_deref())?;
         } else if hosts_file.is_some() {
             bail!("a private hosts file needs root (a private mount namespace)");
