@@ -6,9 +6,11 @@ use std::str::FromStr;
 
 /// An nginx release, `major.minor.patch`.
 ///
-/// The simulator models nginx 1.22 and later. Between those releases one routing rule changed: since
-/// 1.27.3 plain `hash` goes straight to round-robin when the current list has fewer than two peers (before,
-/// only when the upstream had a single peer and no backups), which matters with one primary plus backups.
+/// The simulator models nginx 1.18.0 and later. Between those releases two routing rules changed
+/// ([`ROUTING_RULES`]): since 1.19.6 the retry budget counts only servers not marked `down` (before, every
+/// server), and since 1.27.3 plain `hash` goes straight to round-robin when the current list has fewer than
+/// two peers (before, only when the upstream had a single peer and no backups), which matters with one
+/// primary plus backups.
 ///
 /// # Example
 ///
@@ -70,6 +72,14 @@ impl NginxVersion {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Rules {
+    /// The retry budget (`pc->tries`) counts only the addresses not marked `down`, primary and backup
+    /// (before: every address, `down` ones included, so a request could stop with "no live upstreams"
+    /// while a live server was still untried).
+    pub retry_budget_skips_down: bool,
+    /// nginx has the `-e` command-line switch (the error log used while starting); without it the compiled
+    /// path (Debian: `/var/log/nginx/error.log`) is opened first and the configuration's `error_log`
+    /// takes over once read.
+    pub error_log_switch: bool,
     /// Plain `hash` goes straight to round-robin when the current list has fewer than two peers (before:
     /// only when the upstream has a single peer and no backups).
     pub plain_hash_guards_on_number: bool,
@@ -88,6 +98,8 @@ pub struct Rules {
 
 impl Rules {
     const BASE: Rules = Rules {
+        retry_budget_skips_down: false,
+        error_log_switch: false,
         plain_hash_guards_on_number: false,
         server_resolve: false,
         ip_literal_resolve_is_static: false,
@@ -103,6 +115,8 @@ pub type RuleChange = fn(&mut Rules);
 /// Each rule change and the release that made it, oldest first (from nginx's CHANGES and checked against
 /// the provisioned binaries by the acceptance suite). Add a row to model a new difference.
 pub const RULES: &[(NginxVersion, RuleChange)] = &[
+    (NginxVersion::new(1, 19, 5), |r| r.error_log_switch = true),
+    (NginxVersion::new(1, 19, 6), |r| r.retry_budget_skips_down = true),
     (NginxVersion::new(1, 27, 3), |r| {
         r.plain_hash_guards_on_number = true;
         r.server_resolve = true;
@@ -124,10 +138,13 @@ pub struct RoutingRule {
 
 /// Every rule of [`RULES`] that changes routing (rather than what the config reader accepts), with its
 /// vector name. Add an entry with each new routing difference.
-pub const ROUTING_RULES: &[RoutingRule] = &[RoutingRule {
-    name: "plainHashBypass",
-    value: |r| if r.plain_hash_guards_on_number { "listUnderTwoPeers" } else { "singlePeerNoBackup" },
-}];
+pub const ROUTING_RULES: &[RoutingRule] = &[
+    RoutingRule { name: "retryBudget", value: |r| if r.retry_budget_skips_down { "skipsDown" } else { "countsDown" } },
+    RoutingRule {
+        name: "plainHashBypass",
+        value: |r| if r.plain_hash_guards_on_number { "listUnderTwoPeers" } else { "singlePeerNoBackup" },
+    },
+];
 
 impl Rules {
     /// The value of every [`ROUTING_RULES`] entry under these rules, as `(name, value)`.
@@ -137,10 +154,12 @@ impl Rules {
     /// ```
     /// use nginx_ketama::NginxVersion;
     ///
+    /// let oldest = NginxVersion::new(1, 18, 0).rules().routing();
+    /// assert_eq!(oldest, [("retryBudget", "countsDown"), ("plainHashBypass", "singlePeerNoBackup")]);
     /// let old = NginxVersion::new(1, 26, 3).rules().routing();
-    /// assert_eq!(old, [("plainHashBypass", "singlePeerNoBackup")]);
+    /// assert_eq!(old, [("retryBudget", "skipsDown"), ("plainHashBypass", "singlePeerNoBackup")]);
     /// let new = NginxVersion::new(1, 30, 6).rules().routing();
-    /// assert_eq!(new, [("plainHashBypass", "listUnderTwoPeers")]);
+    /// assert_eq!(new, [("retryBudget", "skipsDown"), ("plainHashBypass", "listUnderTwoPeers")]);
     /// ```
     pub fn routing(&self) -> Vec<(&'static str, &'static str)> {
         ROUTING_RULES.iter().map(|r| (r.name, (r.value)(self))).collect()
@@ -151,13 +170,17 @@ impl Rules {
 /// `scripts/probe-variables`); a release in between uses the newest probed one before it, an older one the
 /// oldest. To add a release: provision it, re-run both probes and table generators (one column per release,
 /// oldest first; the variable table holds at most 8), list it here, and add any rule change to [`RULES`].
-pub const PROBED: [NginxVersion; 3] =
-    [NginxVersion::new(1, 22, 1), NginxVersion::new(1, 26, 3), NginxVersion::new(1, 30, 6)];
+pub const PROBED: [NginxVersion; 4] = [
+    NginxVersion::new(1, 18, 0),
+    NginxVersion::new(1, 22, 1),
+    NginxVersion::new(1, 26, 3),
+    NginxVersion::new(1, 30, 6),
+];
 
-/// The releases whose routing this crate models: 1.22.0 through every 1.30 release. Outside them routing
+/// The releases whose routing this crate models: 1.18.0 through every 1.30 release. Outside them routing
 /// rules differ or are not yet known (docs/nginx-algorithm.md §8); [`NginxVersion::modelled`] refuses them.
 pub const MODELLED: std::ops::RangeInclusive<NginxVersion> =
-    NginxVersion::new(1, 22, 0)..=NginxVersion::new(1, 30, u32::MAX);
+    NginxVersion::new(1, 18, 0)..=NginxVersion::new(1, 30, u32::MAX);
 
 /// A release outside [`MODELLED`].
 ///
@@ -166,9 +189,9 @@ pub const MODELLED: std::ops::RangeInclusive<NginxVersion> =
 /// ```
 /// use nginx_ketama::NginxVersion;
 ///
-/// let err = NginxVersion::new(1, 18, 0).modelled().unwrap_err();
-/// assert_eq!(err.to_string(), "nginx 1.18.0 is not modelled: this build models nginx 1.22.0 to 1.30.x");
-/// assert!(NginxVersion::new(1, 26, 3).modelled().is_ok());
+/// let err = NginxVersion::new(1, 16, 1).modelled().unwrap_err();
+/// assert_eq!(err.to_string(), "nginx 1.16.1 is not modelled: this build models nginx 1.18.0 to 1.30.x");
+/// assert!(NginxVersion::new(1, 18, 0).modelled().is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -312,6 +335,31 @@ mod tests {
         assert!("x.1.1".parse::<NginxVersion>().is_err());
         assert!(!NginxVersion::new(1, 27, 2).plain_hash_guards_on_number());
         assert!(NginxVersion::new(1, 27, 3).plain_hash_guards_on_number());
+    }
+
+    /// The retry budget counts `down` servers before 1.19.6 (nginx commit cfa669151e60, "Upstream: excluded
+    /// down servers from the next_upstream tries"), and `-e` exists from 1.19.5 on (7e1637a31631).
+    #[test]
+    fn retry_budget_and_error_log_switch_by_release() {
+        let rules = |v: &str| v.parse::<NginxVersion>().unwrap().rules();
+        for (v, skips, switch) in [
+            ("1.18.0", false, false),
+            ("1.19.4", false, false),
+            ("1.19.5", false, true),
+            ("1.19.6", true, true),
+            ("1.22.1", true, true),
+            ("1.30.6", true, true),
+        ] {
+            assert_eq!(rules(v).retry_budget_skips_down, skips, "{v}");
+            assert_eq!(rules(v).error_log_switch, switch, "{v}");
+        }
+        assert_eq!(rules("1.18.0").routing()[0], ("retryBudget", "countsDown"));
+        assert_eq!(rules("1.19.6").routing()[0], ("retryBudget", "skipsDown"));
+        assert_eq!(rules("1.18.0").directive_table, 0);
+        assert_eq!(rules("1.21.6").directive_table, 0);
+        assert_eq!(rules("1.22.1").directive_table, 1);
+        assert!(NginxVersion::new(1, 18, 0).modelled().is_ok());
+        assert!(NginxVersion::new(1, 17, 10).modelled().is_err());
     }
 
     #[test]

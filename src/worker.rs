@@ -225,8 +225,10 @@ impl<'u> Worker<'u> {
         trace: Option<&mut Vec<Step>>,
     ) -> Outcome {
         let up = self.upstream;
-        // pc->tries: every non-down address, primary and backup (no `proxy_next_upstream_tries` cap).
-        let budget = up.primary().iter().chain(up.backup()).filter(|p| !p.is_down()).count() as u32;
+        // pc->tries: every address, primary and backup (no `proxy_next_upstream_tries` cap); since nginx
+        // 1.19.6 only the ones not marked `down` (algorithm §6.1).
+        let counts = |p: &&Peer| !p.is_down() || !up.version().rules().retry_budget_skips_down;
+        let budget = up.primary().iter().chain(up.backup()).filter(counts).count() as u32;
         let mut walk = match up.balancer() {
             Balancer::Consistent(chash) => {
                 let point = if chash.ring().is_empty() { 0 } else { chash.ring().locate_key(key) };
@@ -737,5 +739,36 @@ mod tests {
             differ += usize::from(a != b);
         }
         assert!(differ > 0, "the hash over the backup list must change some chains");
+    }
+
+    #[test]
+    fn retry_budget_counts_down_servers_before_1_19_6() {
+        // Two refusing servers and one `down`: 1.18.0's budget is 3 (every address), so after both refusals a
+        // third get() finds nothing usable (no live upstreams); 1.19.6's is 2 and runs out (failed, 502 with
+        // the last error). The attempts are the same.
+        let build = |version| {
+            Upstream::builder(Method::Consistent)
+                .version(version)
+                .peer(Peer::new("127.0.0.1:1").with_max_fails(0))
+                .peer(Peer::new("127.0.0.1:2").with_max_fails(0).with_down(true))
+                .peer(Peer::new("127.0.0.1:3").with_max_fails(0))
+                .build()
+                .unwrap()
+        };
+        let old = build(NginxVersion::new(1, 18, 0));
+        let new = build(NginxVersion::new(1, 19, 6));
+        for i in 0..50 {
+            let key = format!("k{i}");
+            let a = Worker::new(&old).request(key.as_bytes(), 0, |_| true);
+            let b = Worker::new(&new).request(key.as_bytes(), 0, |_| true);
+            assert_eq!(ports(&old, &a).len(), 2, "{key}");
+            assert_eq!(ports(&old, &a), ports(&new, &b), "{key}");
+            assert_eq!((a.status, b.status), (Status::NoLiveUpstreams, Status::Failed), "{key}");
+        }
+        // With one of the two live servers answering, both releases answer alike.
+        let a = Worker::new(&old).request(b"k", 0, |p| p.name() == "127.0.0.1:1");
+        let b = Worker::new(&new).request(b"k", 0, |p| p.name() == "127.0.0.1:1");
+        assert_eq!((a.status, ports(&old, &a)), (b.status, ports(&new, &b)));
+        assert_eq!(a.status, Status::Answered);
     }
 }

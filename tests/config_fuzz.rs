@@ -124,11 +124,7 @@ fn config_bytes() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn versions() -> impl Strategy<Value = NginxVersion> {
-    proptest::sample::select(vec![
-        NginxVersion::new(1, 22, 1),
-        NginxVersion::new(1, 26, 3),
-        NginxVersion::new(1, 30, 6),
-    ])
+    proptest::sample::select(nginx_ketama::version::PROBED.to_vec())
 }
 
 fn inputs() -> impl Strategy<Value = Input> {

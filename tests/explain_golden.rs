@@ -1,4 +1,4 @@
-//! `explain` against the golden vectors (recorded from nginx 1.22.1, 1.26.3 and 1.30.6): for every recorded
+//! `explain` against the golden vectors (recorded from every nginx of nginx/versions): for every recorded
 //! request, the attempts `explain` reports equal nginx's `$upstream_addr` and the [`Worker`]'s attempts, and
 //! its trace is self-consistent (the walk starts on the key's point, steps point by point, counts misses one
 //! by one, and every attempt follows the step that chose its peer).

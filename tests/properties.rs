@@ -2,7 +2,7 @@
 //! agreement of the stateless [`Upstream::route`] with a fresh [`Worker`].
 
 use nginx_ketama::ring::reference;
-use nginx_ketama::{Method, NginxVersion, Peer, Route, Server, Upstream, Worker};
+use nginx_ketama::{Method, Peer, Route, Server, Upstream, Worker};
 use proptest::prelude::*;
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
@@ -169,8 +169,8 @@ fn upstreams() -> impl Strategy<Value = Upstream> {
         "127.0.0.1:20412",
     ];
     let method = prop_oneof![Just(Method::Consistent), Just(Method::Plain)];
-    let version =
-        prop::sample::select(vec![NginxVersion::new(1, 22, 1), NginxVersion::new(1, 26, 3), NginxVersion::LATEST]);
+    // Every probed release: 1.18.0 (retry budget counting `down`), 1.22.1, 1.26.3 and the newest.
+    let version = prop::sample::select(nginx_ketama::version::PROBED.to_vec());
     let primary = prop::collection::vec(line(POOL), 1..=8);
     let backup = prop::collection::vec(line(POOL), 0..=3);
     (method, version, primary, backup).prop_map(|(method, version, primary, backup)| {

@@ -39,7 +39,7 @@ struct UpstreamArgs {
     /// Make every `server` line exactly one peer, with no DNS lookups.
     #[arg(long)]
     no_resolve: bool,
-    /// Follow the rules of this nginx version (modelled: 1.22.0 to 1.30.x).
+    /// Follow the rules of this nginx version (modelled: 1.18.0 to 1.30.x).
     #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = modelled_version)]
     nginx_version: NginxVersion,
     /// The C library nginx was built with: glibc (Debian, Ubuntu, RHEL, nginx.org packages) or musl (Alpine,

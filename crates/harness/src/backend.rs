@@ -463,7 +463,9 @@ mod docker {
         let request = GenericImage::new(name, tag)
             .with_exposed_port(site::FRONT_HTTP_PORT.tcp())
             .with_wait_for(WaitFor::message_on_stderr("start worker process"))
-            .with_cmd([IMAGE_NGINX, "-e", "stderr", "-c", "/etc/nginx/nginx.conf"])
+            // No `-e stderr` (nginx 1.19.5+ only): the start-up log goes to the image's /var/log/nginx (errors
+            // are echoed to stderr), then the rendered config's `error_log stderr notice;` applies.
+            .with_cmd([IMAGE_NGINX, "-c", "/etc/nginx/nginx.conf"])
             .with_copy_to("/etc/nginx/nginx.conf", conf.into_bytes())
             .with_label(crate::cleanup::OWNER_LABEL, std::process::id().to_string())
             .with_startup_timeout(std::time::Duration::from_secs(30));

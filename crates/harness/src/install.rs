@@ -276,6 +276,24 @@ impl Installation {
         }
     }
 
+    /// The directories the build runs from (which a private mount namespace must leave visible): the tree
+    /// of a provisioned build; for a named binary, the directories of the binary, its executable and its
+    /// stream module.
+    pub fn paths(&self) -> Vec<PathBuf> {
+        match &self.origin {
+            Origin::Provisioned { dir, .. } => vec![dir.clone()],
+            Origin::Named { path, executable } => {
+                let mut out: Vec<PathBuf> = [Some(path.as_path()), Some(executable.as_path()), self.stream.module()]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.parent().map(Path::to_path_buf))
+                    .collect();
+                out.dedup();
+                out
+            }
+        }
+    }
+
     /// The Debian package version of a provisioned tree (or of the tree a named wrapper belongs to).
     pub fn package(&self) -> Option<String> {
         match &self.origin {

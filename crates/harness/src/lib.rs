@@ -10,6 +10,8 @@
 //!   every ring arc), sends them pipelined on one connection ([`client`]) and compares them with the
 //!   per-worker simulator; [`stream`] does the same for the stream module.
 //! * [`shim`] drives any implementation through a line protocol instead of the library.
+//! * [`own_config`] proves the upstreams of a user's own `nginx.conf` as written, their addresses made
+//!   local inside a private network namespace (`verify --config`).
 //! * [`sweep`] runs many topologies per version (the CLI's `verify` drives it); [`testkit`] holds what the
 //!   integration tests share.
 //! * [`catalog`] names the golden-vector cases; [`golden`] records them from nginx and derives the
@@ -23,6 +25,7 @@ pub mod golden;
 pub mod install;
 pub mod local;
 pub mod netns;
+pub mod own_config;
 pub mod parity;
 pub mod shim;
 pub mod site;

@@ -81,10 +81,38 @@ impl LocalNginx {
     ///
     /// nginx failing to start (its own error output is included), or not listening within 15 s.
     pub fn start(install: &Installation, site: &Site, prefix: PathBuf) -> Result<LocalNginx> {
+        LocalNginx::start_in(install, site, prefix, None)
+    }
+
+    /// As [`LocalNginx::start`], but inside `holder`'s namespaces (whose `lo` already has the addresses
+    /// and whose mounts already hold the hosts file), with the HTTP front server at `front` (the site's
+    /// `hosts` is not mounted again).
+    ///
+    /// # Errors
+    ///
+    /// As [`LocalNginx::start`].
+    pub fn start_joined(
+        install: &Installation,
+        site: &Site,
+        prefix: PathBuf,
+        holder: &netns::Holder,
+        front: SocketAddr,
+    ) -> Result<LocalNginx> {
+        LocalNginx::start_in(install, site, prefix, Some((holder, front)))
+    }
+
+    fn start_in(
+        install: &Installation,
+        site: &Site,
+        prefix: PathBuf,
+        joined: Option<(&netns::Holder, SocketAddr)>,
+    ) -> Result<LocalNginx> {
         reap_stale();
         let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
-        let isolated = netns::available();
-        let (http_front, stream_front) = if isolated {
+        let isolated = netns::available() || joined.is_some();
+        let (http_front, stream_front) = if let Some((_, front)) = joined {
+            (front, front)
+        } else if isolated {
             (SocketAddr::new(loopback, site::FRONT_HTTP_PORT), SocketAddr::new(loopback, site::FRONT_STREAM_PORT))
         } else {
             check_shared_loopback()?;
@@ -104,6 +132,7 @@ impl LocalNginx {
         std::fs::write(&conf, site::render(site, &env))?;
         let mut cmd = Command::new(install.binary());
         let hosts_file = match &site.hosts {
+            Some(_) if joined.is_some() => None,
             Some(hosts) => {
                 let file = prefix.join("hosts");
                 std::fs::write(&file, hosts)?;
@@ -111,12 +140,19 @@ impl LocalNginx {
             }
             None => None,
         };
-        if isolated {
+        if let Some((holder, _)) = joined {
+            holder.join(&mut cmd);
+        } else if isolated {
             netns::isolate(&mut cmd, hosts_file.as_deref())?;
         } else if hosts_file.is_some() {
             bail!("a private hosts file needs root (a private mount namespace)");
         }
-        cmd.arg("-p").arg(&prefix).arg("-c").arg(&conf).arg("-e").arg("stderr");
+        cmd.arg("-p").arg(&prefix).arg("-c").arg(&conf);
+        // The start-up log: an nginx without `-e` (before 1.19.5) says in one [alert] line that it cannot open
+        // its compiled path, then follows the rendered config's `error_log stderr notice;`.
+        if install.version.rules().error_log_switch {
+            cmd.arg("-e").arg("stderr");
+        }
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         cmd.process_group(0);
         // SAFETY: prctl is async-signal-safe; the child dies with us if we die without cleaning up.

@@ -33,10 +33,14 @@ use std::time::Duration;
 /// address of a topology, of the golden catalog or of a front server uses a port in it.
 pub const EPHEMERAL_PORTS: RangeInclusive<u16> = 32768..=60999;
 
-/// Whether this process can create namespaces (root).
+/// Set (to anything) to make the harness act as if it could not create namespaces, as without root: the
+/// fallback paths are tested this way.
+pub const NO_NAMESPACES_ENV: &str = "NGINX_KETAMA_NO_NAMESPACES";
+
+/// Whether this process can create namespaces (root, unless [`NO_NAMESPACES_ENV`] is set).
 pub fn available() -> bool {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    unsafe { libc::geteuid() == 0 && std::env::var_os(NO_NAMESPACES_ENV).is_none() }
 }
 
 /// Makes `cmd` start in fresh network and mount namespaces: `lo` up, [`EPHEMERAL_PORTS`] as the ephemeral
@@ -47,12 +51,39 @@ pub fn available() -> bool {
 /// A hosts path with a NUL byte. Failures inside the child (not root, no namespace support) make
 /// [`Command::spawn`] fail with the OS error.
 pub fn isolate(cmd: &mut Command, hosts: Option<&Path>) -> io::Result<()> {
+    let mut binds = Vec::new();
+    if let Some(hosts) = hosts {
+        binds.push((hosts.to_path_buf(), PathBuf::from("/etc/hosts")));
+    }
+    isolate_with(cmd, &Isolation { binds, ephemeral: EPHEMERAL_PORTS })
+}
+
+/// What a fresh pair of network and mount namespaces holds besides `lo`.
+#[derive(Debug, Clone)]
+pub struct Isolation {
+    /// Bind mounts (source, target), made in order after `/` is made private: a private hosts file over
+    /// `/etc/hosts`, private directories over the directories of a config's unix sockets.
+    pub binds: Vec<(PathBuf, PathBuf)>,
+    /// The namespace's ephemeral port range.
+    pub ephemeral: RangeInclusive<u16>,
+}
+
+/// Makes `cmd` start in fresh network and mount namespaces as `isolation` describes, with `lo` up.
+///
+/// # Errors
+///
+/// A path with a NUL byte. Failures inside the child (not root, no namespace support, a bind target
+/// missing) make [`Command::spawn`] fail with the OS error.
+pub fn isolate_with(cmd: &mut Command, isolation: &Isolation) -> io::Result<()> {
     let cstr = |b: &[u8]| CString::new(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
-    let hosts = hosts.map(|p| cstr(p.as_os_str().as_bytes())).transpose()?;
-    let etc_hosts = cstr(b"/etc/hosts")?;
+    let binds = isolation
+        .binds
+        .iter()
+        .map(|(from, to)| Ok((cstr(from.as_os_str().as_bytes())?, cstr(to.as_os_str().as_bytes())?)))
+        .collect::<io::Result<Vec<(CString, CString)>>>()?;
     let root = cstr(b"/")?;
     let range_file = cstr(b"/proc/sys/net/ipv4/ip_local_port_range")?;
-    let range = format!("{} {}\n", EPHEMERAL_PORTS.start(), EPHEMERAL_PORTS.end()).into_bytes();
+    let range = format!("{} {}\n", isolation.ephemeral.start(), isolation.ephemeral.end()).into_bytes();
     // SAFETY: between fork and exec the closure only makes system calls on memory prepared above; it
     // allocates nothing.
     unsafe {
@@ -66,14 +97,8 @@ pub fn isolate(cmd: &mut Command, hosts: Option<&Path>) -> io::Result<()> {
                 libc::MS_REC | libc::MS_PRIVATE,
                 std::ptr::null(),
             ))?;
-            if let Some(hosts) = &hosts {
-                check(libc::mount(
-                    hosts.as_ptr(),
-                    etc_hosts.as_ptr(),
-                    std::ptr::null(),
-                    libc::MS_BIND,
-                    std::ptr::null(),
-                ))?;
+            for (from, to) in &binds {
+                check(libc::mount(from.as_ptr(), to.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()))?;
             }
             let fd = check(libc::open(range_file.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC))?;
             let written = libc::write(fd, range.as_ptr().cast(), range.len());
@@ -85,6 +110,138 @@ pub fn isolate(cmd: &mut Command, hosts: Option<&Path>) -> io::Result<()> {
         });
     }
     Ok(())
+}
+
+/// A process that only holds a fresh pair of network and mount namespaces open (made by [`isolate_with`]),
+/// so that addresses can be added to its `lo` before anything else joins it ([`Holder::join`]). Killed
+/// when dropped; the namespaces end with their last process.
+#[derive(Debug)]
+pub struct Holder {
+    child: std::process::Child,
+    net: NetNs,
+    mnt: File,
+}
+
+impl Holder {
+    /// Starts the holder.
+    ///
+    /// # Errors
+    ///
+    /// Not root, no namespace support, a bind mount failing.
+    pub fn start(isolation: &Isolation) -> io::Result<Holder> {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("infinity").stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
+        isolate_with(&mut cmd, isolation)?;
+        // SAFETY: prctl is async-signal-safe; the holder dies with us.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        let opened =
+            NetNs::of(child.id()).and_then(|net| Ok((net, File::open(format!("/proc/{}/ns/mnt", child.id()))?)));
+        match opened {
+            Ok((net, mnt)) => Ok(Holder { child, net, mnt }),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(e)
+            }
+        }
+    }
+
+    /// The network namespace.
+    pub fn net(&self) -> &NetNs {
+        &self.net
+    }
+
+    /// The holder's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Adds each address to `lo` in the namespace (`ip` from iproute2, run through `nsenter`): a /32 for
+    /// IPv4, a /128 for IPv6 (`nodad`: usable at once).
+    ///
+    /// # Errors
+    ///
+    /// `ip` or `nsenter` missing or failing (its message is included).
+    pub fn add_addresses(&self, addresses: &[std::net::IpAddr]) -> io::Result<()> {
+        if addresses.is_empty() {
+            return Ok(());
+        }
+        let mut batch = String::new();
+        for a in addresses {
+            match a {
+                std::net::IpAddr::V4(v4) => batch.push_str(&format!("address add {v4}/32 dev lo\n")),
+                std::net::IpAddr::V6(v6) => batch.push_str(&format!("address add {v6}/128 dev lo nodad\n")),
+            }
+        }
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net={}", self.net.path().display()))
+            .args(["ip", "-batch", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        use std::io::Write as _;
+        child.stdin.take().expect("piped stdin").write_all(batch.as_bytes())?;
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "nsenter ip -batch: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Makes `cmd` start inside the holder's network and mount namespaces.
+    pub fn join(&self, cmd: &mut Command) {
+        let (net, mnt) = (self.net.file.as_raw_fd(), self.mnt.as_raw_fd());
+        // SAFETY: setns on descriptors this holder keeps open; the child is single-threaded after fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(net, libc::CLONE_NEWNET) != 0 || libc::setns(mnt, libc::CLONE_NEWNS) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+
+    /// The addresses on `lo` in the namespace (`ip -o address show dev lo`), for checks.
+    ///
+    /// # Errors
+    ///
+    /// `ip` or `nsenter` failing.
+    pub fn lo_addresses(&self) -> io::Result<Vec<std::net::IpAddr>> {
+        let out = Command::new("nsenter")
+            .arg(format!("--net={}", self.net.path().display()))
+            .args(["ip", "-o", "address", "show", "dev", "lo"])
+            .output()?;
+        Ok(parse_ip_addresses(&String::from_utf8_lossy(&out.stdout)))
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The addresses in `ip -o address show` output (`... inet 10.0.0.7/32 ...`).
+pub fn parse_ip_addresses(text: &str) -> Vec<std::net::IpAddr> {
+    text.lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "inet" || *w == "inet6")?;
+            words.next()?.split('/').next()?.parse().ok()
+        })
+        .collect()
 }
 
 /// `program` in fresh namespaces as [`isolate`] makes them.

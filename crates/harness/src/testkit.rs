@@ -95,3 +95,19 @@ impl AsRef<std::path::Path> for TempFile {
         &self.path
     }
 }
+
+/// The releases `nginx/versions` lists (the Debian builds `scripts/provision-nginx` provisions), oldest
+/// first: `N.N.N`, or `N.N.x` for whatever patch release the suite serves.
+pub fn provisioned_releases() -> Vec<String> {
+    let path = crate::repo_root().join("nginx/versions");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().filter_map(|l| l.split('#').next()?.split_whitespace().next()).map(str::to_string).collect()
+}
+
+/// Whether `version` (`1.30.6`) is the release `release` (`1.30.6`, or `1.30.x`) of `nginx/versions`.
+pub fn release_matches(release: &str, version: &str) -> bool {
+    match release.strip_suffix(".x") {
+        Some(series) => version.strip_prefix(series).is_some_and(|p| p.starts_with('.')),
+        None => release == version,
+    }
+}

@@ -24,7 +24,7 @@ pub(crate) struct DiffArgs {
     /// The upstream's name after the change.
     #[arg(long, value_name = "NAME")]
     to_upstream: Option<String>,
-    /// nginx version before (modelled: 1.22.0 to 1.30.x).
+    /// nginx version before (modelled: 1.18.0 to 1.30.x).
     #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = crate::modelled_version)]
     from_version: NginxVersion,
     /// nginx version after.

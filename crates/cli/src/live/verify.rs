@@ -134,6 +134,18 @@ pub(crate) struct VerifyArgs {
     /// It must be present locally (nothing is pulled); nginx must be its /usr/sbin/nginx.
     #[arg(long = "image", value_name = "REF", conflicts_with_all = ["versions", "libc", "nginx_dir", "backend"])]
     pub image: Vec<String>,
+    /// Prove the upstreams of this nginx.conf as written (every hash upstream, or those named by
+    /// --upstream) instead of random topologies; their addresses are made local in a private network
+    /// namespace (root), and nothing leaves the machine.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// With --config: prove this upstream only (repeatable; `http:NAME`/`stream:NAME` when ambiguous).
+    #[arg(long, value_name = "NAME", requires = "config")]
+    pub upstream: Vec<String>,
+    /// With --config: runs per upstream in which a random set of servers refuses connections (after the
+    /// run with every server live).
+    #[arg(long, default_value_t = 4)]
+    pub failure_runs: usize,
 }
 
 impl VerifyArgs {
@@ -299,6 +311,9 @@ fn wanted_builds(args: &VerifyArgs, installs: &[Installation]) -> Vec<(NginxVers
 /// Runs `verify` and says how it ended (see [`Verdict`] for the exit codes). Progress goes to stderr, the
 /// tables and findings to stdout, mismatches also to `--mismatches`.
 pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
+    if let Some(file) = &args.config {
+        return super::own_config::verify_config(args, file);
+    }
     if let Err(message) = args.validate() {
         eprintln!("nginx-ketama: {message}");
         return Verdict::Usage;
@@ -498,7 +513,7 @@ fn soak_table(runs: &[RunSummary]) -> String {
     out
 }
 
-fn write_findings(args: &VerifyArgs, findings: &[Finding]) -> Result<()> {
+pub(crate) fn write_findings(args: &VerifyArgs, findings: &[Finding]) -> Result<()> {
     if let Some(dir) = args.mismatches.parent() {
         std::fs::create_dir_all(dir)?;
     }

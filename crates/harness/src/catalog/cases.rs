@@ -264,6 +264,11 @@ fn all_dead_then_none_left() -> Case {
     )
     .stateful()
     .with_flags(&[Flag::DeadServers, Flag::Down, Flag::FailureAccounting])
+    .with_versions_differ(
+        "before 1.19.6 (cfa669151e60) the retry budget counts `down` servers too: on 1.18.0 the first request \
+         still has budget left after both refusing servers, finds nothing usable and ends with no live \
+         upstreams instead of the second server's error (docs/nginx-algorithm.md §5, §8).",
+    )
 }
 
 fn retry_budget_skips_down() -> Case {
@@ -286,6 +291,11 @@ fn retry_budget_skips_down() -> Case {
         sample_keys("rb-", 27, 10),
     )
     .with_flags(&[Flag::DeadServers, Flag::Down])
+    .with_versions_differ(
+        "before 1.19.6 (cfa669151e60) the retry budget counts `down` servers too (6 instead of 3): on 1.18.0 \
+         each request tries the same three refusing servers, then, with budget left, finds nothing usable and \
+         ends with no live upstreams (502) instead of the third server's error (docs/nginx-algorithm.md §5, §8).",
+    )
 }
 
 fn failure_accounting_weights() -> Case {
