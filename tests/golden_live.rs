@@ -8,8 +8,8 @@
 use nginx_ketama::NginxVersion;
 use nginx_ketama_harness::catalog::catalog;
 use nginx_ketama_harness::golden::{
-    Layout, Record, RecordArgs, RecordBuilds, load_records, lock_catalog, merge, record_case, record_json,
-    record_vectors, records_dir, render_snapshot, snapshot_name, utc_today, vectors_dir, version_groups,
+    Layout, Record, RecordArgs, RecordBuilds, RecordStatus, load_records, lock_catalog, merge, record_case,
+    record_json, record_vectors, records_dir, render_snapshot, snapshot_name, utc_today, vectors_dir, version_groups,
 };
 use nginx_ketama_harness::install::Installation;
 use std::collections::BTreeMap;
@@ -125,6 +125,7 @@ fn recording_on_another_nginx_leaves_its_differences_for_review() {
     // nginx 1.18.0: exactly the two version splits, the records and fixtures regenerated, every
     // snapshot's change pending review.
     let status = record_vectors(&args(RecordBuilds::Named(vec![old.clone()]))).expect("recording on 1.18.0");
+    assert_eq!(status, RecordStatus::Clean, "the catalog explains both splits (versions_differ)");
     let records = load_records(&layout.records()).unwrap();
     let mut split: Vec<&str> = Vec::new();
     for record in &records {

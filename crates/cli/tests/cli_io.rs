@@ -319,7 +319,7 @@ fn vectors_replay_through_a_shim() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "1953 passed, 0 failed, 485 skipped (groups that need musl's tie rule; shims model glibc)\n"
+        "1972 passed, 0 failed, 485 skipped (groups that need musl's tie rule; shims model glibc)\n"
     );
     let (_file, wrong) = wrong_shim();
     let out = replay(&wrong);

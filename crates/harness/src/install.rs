@@ -316,10 +316,14 @@ impl Installation {
         ("nginx-ketama/nginx".to_string(), self.label())
     }
 
-    /// One line for reports: where the build is and what `nginx -V` says, e.g.
-    /// `/usr/sbin/nginx: nginx 1.26.3, glibc, stream module (dynamic)`.
+    /// One line for reports: which build and what `nginx -V` says, e.g. `/usr/sbin/nginx: nginx 1.26.3,
+    /// glibc, stream module (dynamic)` (a provisioned build by its package: `Debian 1.26.3-3+deb13u11: …`).
     pub fn summary(&self) -> String {
-        build_summary(&self.binary().display().to_string(), self.version, self.libc, &self.stream)
+        let place = match &self.origin {
+            Origin::Provisioned { package, .. } => format!("Debian {package}"),
+            Origin::Named { path, .. } => path.display().to_string(),
+        };
+        build_summary(&place, self.version, self.libc, &self.stream)
     }
 
     /// The C library as the golden vectors name it, with its version: `glibc 2.36 (Debian 2.36-9+deb12u14)`
