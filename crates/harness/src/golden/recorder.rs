@@ -248,7 +248,7 @@ fn record_catalog(args: &RecordArgs, records: &Path) -> Result<RecordStatus> {
     Ok(status)
 }
 
-/// `--offline`: copies the catalog's prose (case description, `versions_differ`, key comments) into the records
+/// `--offline`: copies the catalog's prose (case description, `versions_differ`, `libcs_differ`, key comments) into the records
 /// of cases whose recorded inputs (upstream, hosts, keys, flags, method) are unchanged. Prose does not change
 /// what nginx does, so it needs no new recording; any other catalog change still fails the offline checks
 /// until the case is re-recorded.
@@ -261,6 +261,7 @@ fn refresh_prose(records: &Path) -> Result<()> {
         let mut new = old.clone();
         new.description.clone_from(&fresh.description);
         new.versions_differ.clone_from(&fresh.versions_differ);
+        new.libcs_differ.clone_from(&fresh.libcs_differ);
         if new.keys.len() == fresh.keys.len() {
             for (key, want) in new.keys.iter_mut().zip(&fresh.keys) {
                 key.comment.clone_from(&want.comment);

@@ -189,11 +189,12 @@ pub fn skeleton(case: &Case) -> Record {
 }
 
 /// Keeps the `recorded` date of runs whose results did not change since `old` (so re-recording an
-/// unchanged nginx yields no diff), and runs of versions `new` lacks when the case itself is unchanged.
+/// unchanged nginx yields no diff), and runs of versions `new` lacks when what nginx was asked is unchanged
+/// ([`same_inputs`]): a new note in the catalog (say the `versions_differ` that explains a split found by
+/// recording a new nginx) keeps every other build's runs.
 pub fn merge(mut new: Record, old: Option<&Record>) -> Record {
     let Some(old) = old else { return new };
-    let same_case = Record { runs: Vec::new(), ..new.clone() } == Record { runs: Vec::new(), ..old.clone() };
-    if !same_case {
+    if !same_inputs(&new, old) {
         return new;
     }
     let same_build = |a: &Run, b: &Run| a.nginx == b.nginx && a.c_library() == b.c_library();
@@ -211,6 +212,21 @@ pub fn merge(mut new: Record, old: Option<&Record>) -> Record {
     }
     new.runs.sort_by_key(|r| (r.nginx, r.c_library()));
     new
+}
+
+/// Whether `a` and `b` asked nginx the same (method, flags, upstream, hosts, keys), whatever their prose
+/// (description, `versions_differ`, `libcs_differ`, key comments), which changes nothing nginx does.
+pub fn same_inputs(a: &Record, b: &Record) -> bool {
+    let mut b = Record { runs: Vec::new(), ..b.clone() };
+    b.description.clone_from(&a.description);
+    b.versions_differ.clone_from(&a.versions_differ);
+    b.libcs_differ.clone_from(&a.libcs_differ);
+    if b.keys.len() == a.keys.len() {
+        for (key, other) in b.keys.iter_mut().zip(&a.keys) {
+            key.comment.clone_from(&other.comment);
+        }
+    }
+    b == Record { runs: Vec::new(), ..a.clone() }
 }
 
 /// Reads every record in `dir`, sorted by case name.
@@ -250,6 +266,30 @@ pub fn record_json(record: &Record) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The upgrade workflow (README "Upgrading nginx"): a new nginx is recorded, its split explained by a
+    /// `versions_differ` note, and re-recorded: the note must not cost the other builds' runs. Built from the
+    /// committed recording of `retry-budget-skips-down` (1.18.0 split from the rest).
+    #[test]
+    fn a_new_note_keeps_the_other_builds_runs() {
+        let path = crate::repo_root().join("vectors/records/retry-budget-skips-down.json");
+        let committed: Record = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(committed.versions_differ.is_some() && committed.runs.len() == 5, "{}", path.display());
+        let is_new = |r: &Run| r.nginx == NginxVersion::new(1, 18, 0);
+        let before = Record {
+            versions_differ: None,
+            runs: committed.runs.iter().filter(|r| !is_new(r)).cloned().collect(),
+            ..committed.clone()
+        };
+        let recorded =
+            Record { runs: committed.runs.iter().filter(|r| is_new(r)).cloned().collect(), ..committed.clone() };
+        assert_eq!(merge(recorded.clone(), Some(&before)), committed);
+
+        // A changed key is a new question: the other builds' answers no longer apply.
+        let mut changed = before.clone();
+        changed.keys[0].key_hex.push_str("00");
+        assert_eq!(merge(recorded.clone(), Some(&changed)), recorded);
+    }
 
     #[test]
     fn hex_round_trip() {
