@@ -6,7 +6,9 @@
 //! Without provisioned nginx this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
 
 use nginx_ketama::NginxVersion;
+use nginx_ketama_harness::backend::{Backend, docker_available};
 use nginx_ketama_harness::catalog::catalog;
+use nginx_ketama_harness::cleanup::OWNER_LABEL;
 use nginx_ketama_harness::golden::{
     Layout, Record, RecordArgs, RecordBuilds, RecordStatus, load_records, lock_catalog, merge, record_case,
     record_json, record_vectors, records_dir, render_snapshot, snapshot_name, utc_today, vectors_dir, version_groups,
@@ -47,11 +49,11 @@ fn live_nginx_still_produces_the_snapshots() {
         "NGINX_PARITY=require but these recorded builds are not provisioned: {missing:?}"
     );
     // Record everything first (nginx processes end with each case), then compare.
+    let builds: Vec<Backend> = installs.iter().cloned().map(Backend::Local).collect();
     let records: Vec<_> = cases
         .iter()
         .map(|case| {
-            let fresh =
-                record_case(&installs, case, &date).unwrap_or_else(|e| panic!("recording {}: {e:#}", case.name));
+            let fresh = record_case(&builds, case, &date).unwrap_or_else(|e| panic!("recording {}: {e:#}", case.name));
             merge(fresh, committed.iter().find(|r| r.case == case.name))
         })
         .collect();
@@ -158,6 +160,64 @@ fn recording_on_another_nginx_leaves_its_differences_for_review() {
          snapshot changes for review (status {status:?})",
         UPGRADE_CASES.len(),
         want.len()
+    ));
+}
+
+/// The cases the container test records: every address kind a container must provide as the machine does
+/// (`[::1]` with and without a port, port 80, unix sockets under the catalog's directory in both spellings,
+/// hostnames with one and two addresses from the hosts file).
+const CONTAINER_CASES: [&str; 3] = ["spellings", "unix-prefix-case", "hostname-two-addresses"];
+
+/// `record-vectors --image REF` records in containers of a local image: in a copy of the committed records
+/// (recorded from the provisioned binaries), recording these cases in containers of
+/// `nginx-ketama/nginx:1.26.3` changes nothing at all, not even a date, and leaves no container behind.
+#[test]
+fn recording_in_containers_of_an_image_matches_its_binary() {
+    let image = "nginx-ketama/nginx:1.26.3";
+    if !docker_available() {
+        skip("golden_live: recording with --image needs a Docker engine");
+        return;
+    }
+    let present = std::process::Command::new("docker").args(["image", "inspect", image]).output();
+    if !present.is_ok_and(|o| o.status.success()) {
+        skip(&format!("golden_live: image {image} is not built (scripts/build-images 1.26.3)"));
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let layout = Layout::at(tmp.path());
+    std::fs::create_dir_all(layout.records()).unwrap();
+    std::fs::create_dir_all(layout.vectors()).unwrap();
+    std::fs::copy(vectors_dir().join("schema.json"), layout.vectors().join("schema.json")).unwrap();
+    for case in CONTAINER_CASES {
+        let name = format!("{case}.json");
+        std::fs::copy(records_dir().join(&name), layout.records().join(&name)).unwrap();
+    }
+    let args = |offline, builds| RecordArgs {
+        offline,
+        cases: CONTAINER_CASES.iter().map(|c| c.to_string()).collect(),
+        builds,
+        layout: Some(layout.clone()),
+    };
+    record_vectors(&args(true, RecordBuilds::default())).expect("offline regeneration");
+    accept_pending(&layout.snapshots());
+    let before = tree_text(tmp.path());
+
+    let status =
+        record_vectors(&args(false, RecordBuilds::Images(vec![image.to_string()]))).expect("recording on the image");
+    assert_eq!(status, RecordStatus::Clean);
+    assert_eq!(pending(&layout.snapshots()), Vec::<String>::new(), "the image leaves no snapshot change");
+    let after = tree_text(tmp.path());
+    let changed: Vec<&String> = after.keys().filter(|f| before.get(*f) != after.get(*f)).collect();
+    assert!(changed.is_empty(), "recording in containers of {image} changed {changed:?}");
+    let leftovers = std::process::Command::new("docker")
+        .args(["ps", "-aq", "--filter", &format!("label={OWNER_LABEL}={}", std::process::id())])
+        .output()
+        .expect("docker ps");
+    assert!(leftovers.stdout.is_empty(), "containers left behind: {}", String::from_utf8_lossy(&leftovers.stdout));
+    report(&format!(
+        "golden_live: recording {} cases ({}) in containers of {image} changed nothing",
+        CONTAINER_CASES.len(),
+        CONTAINER_CASES.join(", ")
     ));
 }
 

@@ -208,7 +208,8 @@ impl Backend {
             Backend::Local(_) => {
                 Capabilities { ipv6: root, port80: root, hostnames: root, unix_dir: Some(unix_dir.to_string()) }
             }
-            // Docker disables IPv6 inside containers unless the daemon enables it.
+            // The container's `lo` has `::1` (see `docker::start`): the golden catalog's `[::1]` cases run
+            // there; verify's random topologies keep to IPv4 in a container.
             Backend::Docker(_) => {
                 Capabilities { ipv6: false, port80: true, hostnames: true, unix_dir: Some("/tmp".into()) }
             }
@@ -336,6 +337,7 @@ impl Image {
 mod docker {
     use super::*;
     use crate::netns::EPHEMERAL_PORTS;
+    use crate::topology::Listen;
     use std::collections::HashMap;
     use testcontainers::bollard::models::PortBinding;
     use testcontainers::core::{IntoContainerPort, WaitFor};
@@ -450,6 +452,28 @@ mod docker {
         }
     }
 
+    /// The sysctls that turn IPv6 back on in a container (set to `0`), so that `[::1]` listens on its `lo`.
+    const IPV6_SYSCTLS: [&str; 3] =
+        ["net.ipv6.conf.all.disable_ipv6", "net.ipv6.conf.default.disable_ipv6", "net.ipv6.conf.lo.disable_ipv6"];
+
+    /// The directories of the site's unix listeners, each once.
+    fn unix_dirs(site: &Site) -> Vec<String> {
+        let mut dirs: Vec<String> = Vec::new();
+        for part in [&site.http, &site.stream].into_iter().flatten() {
+            for listen in &part.listeners {
+                if let Listen::Unix(path) = listen
+                    && let Some(dir) = Path::new(path).parent()
+                {
+                    let dir = dir.display().to_string();
+                    if !dirs.contains(&dir) {
+                        dirs.push(dir);
+                    }
+                }
+            }
+        }
+        dirs
+    }
+
     pub(super) fn start(image: &Image, site: &Site) -> Result<DockerNginx> {
         let env = Environment {
             prefix: "/tmp".into(),
@@ -460,7 +484,7 @@ mod docker {
         };
         let conf = site::render(site, &env);
         let (name, tag) = image.name_and_tag();
-        let request = GenericImage::new(name, tag)
+        let mut request = GenericImage::new(name, tag)
             .with_exposed_port(site::FRONT_HTTP_PORT.tcp())
             .with_wait_for(WaitFor::message_on_stderr("start worker process"))
             // No `-e stderr` (nginx 1.19.5+ only): the start-up log goes to the image's /var/log/nginx (errors
@@ -469,6 +493,11 @@ mod docker {
             .with_copy_to("/etc/nginx/nginx.conf", conf.into_bytes())
             .with_label(crate::cleanup::OWNER_LABEL, std::process::id().to_string())
             .with_startup_timeout(std::time::Duration::from_secs(30));
+        // The directory of every unix listener, at the very path the site names (the golden catalog's
+        // server strings are hashed as written): copying a placeholder file into it creates it.
+        for dir in unix_dirs(site) {
+            request = request.with_copy_to(format!("{dir}/.nginx-ketama"), Vec::new());
+        }
         // Not `with_host`: it keeps one address per name, sorted by name. Docker writes ExtraHosts to the
         // container's /etc/hosts in the order given, which is the order nginx's resolver sees.
         let mut extra = Vec::new();
@@ -485,7 +514,12 @@ mod docker {
             // The container's own namespace: fix its ephemeral range so that no topology port is in it
             // (a dead server's port must never become nginx's source port; see `super::netns`).
             let range = format!("{} {}", EPHEMERAL_PORTS.start(), EPHEMERAL_PORTS.end());
-            hc.sysctls = Some(HashMap::from([("net.ipv4.ip_local_port_range".to_string(), range)]));
+            let mut sysctls = HashMap::from([("net.ipv4.ip_local_port_range".to_string(), range)]);
+            // Docker disables IPv6 in a container; the container's own `lo` gets `::1` back.
+            for conf in IPV6_SYSCTLS {
+                sysctls.insert(conf.to_string(), "0".to_string());
+            }
+            hc.sysctls = Some(sysctls);
         });
         let container = request.start().with_context(|| format!("starting container {}", image.reference))?;
         let port = container.get_host_port_ipv4(site::FRONT_HTTP_PORT.tcp())?;

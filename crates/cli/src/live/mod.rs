@@ -25,7 +25,8 @@ pub(crate) struct RecordVectorsArgs {
     /// runs of other builds are kept.
     #[arg(long = "nginx", value_name = "PATH", conflicts_with_all = ["versions", "image"])]
     nginx: Vec<PathBuf>,
-    /// As `verify --image` (refused: the catalog needs a local process; use the image's binary with --nginx).
+    /// Record in containers of this local image instead (repeatable; never pulled), as `verify --image`;
+    /// runs of other builds are kept.
     #[arg(long = "image", value_name = "REF", conflicts_with = "versions")]
     image: Vec<String>,
     /// The directory holding `vectors/` and `snapshots/` (default: this repository).

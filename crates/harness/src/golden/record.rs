@@ -1,10 +1,9 @@
-//! Recording a catalog case on real nginx: start it (in its own network namespace) for the case's
-//! topology, send the keys, check that the recording is reproducible, and assemble the [`Record`].
+//! Recording a catalog case on real nginx: start it (a local process in its own network namespace, or a
+//! container of a local image) for the case's topology, send the keys, check that the recording is reproducible, and assemble the [`Record`].
 
 use super::super::backend::{Backend, Instance, log_tail};
 use super::super::catalog::{Case, UNIX_DIR};
 use super::super::client::pipeline;
-use super::super::install::Installation;
 use super::super::parity::start_resolving;
 use super::super::topology::Topology;
 use super::records::{PeerRecord, Record, Run, skeleton};
@@ -55,14 +54,18 @@ pub fn utc_today() -> String {
 
 /// Starts nginx for `topology` and, if it uses hostnames, rewrites their endpoints in the order nginx's own
 /// resolver returned them (asked through probe upstreams in the same nginx).
-fn start(build: &Installation, topology: Topology) -> Result<(Box<dyn Instance>, Topology)> {
-    std::fs::create_dir_all(UNIX_DIR).with_context(|| format!("creating {UNIX_DIR}"))?;
-    // nginx never unlinks a socket file left by an earlier (killed) instance; the catalog lock makes these
-    // paths ours. The TCP addresses are nginx's alone: it runs in a network namespace of its own.
-    for e in std::fs::read_dir(UNIX_DIR)?.flatten() {
-        let _ = std::fs::remove_file(e.path());
+/// A container brings its own [`UNIX_DIR`] (the Docker backend creates the directory of every unix
+/// listener), `[::1]` and port 80 on a `lo` of its own.
+fn start(build: &Backend, topology: Topology) -> Result<(Box<dyn Instance>, Topology)> {
+    if let Backend::Local(_) = build {
+        std::fs::create_dir_all(UNIX_DIR).with_context(|| format!("creating {UNIX_DIR}"))?;
+        // nginx never unlinks a socket file left by an earlier (killed) instance; the catalog lock makes
+        // these paths ours. The TCP addresses are nginx's alone: it runs in a network namespace of its own.
+        for e in std::fs::read_dir(UNIX_DIR)?.flatten() {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
-    start_resolving(&Backend::Local(build.clone()), topology, true)
+    start_resolving(build, topology, true)
 }
 
 /// The peers of `topology` in nginx's list order.
@@ -107,10 +110,10 @@ fn send(instance: &dyn Instance, keys: &[Vec<u8>], logs: &dyn Fn() -> String) ->
 ///
 /// nginx failing to start or answer, an address that maps to two server strings, or results that differ
 /// between the two recordings.
-pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run> {
+pub fn record_run(build: &Backend, case: &Case, date: &str) -> Result<Run> {
     let keys: Vec<Vec<u8>> = case.keys.iter().map(|k| k.key.clone()).collect();
     let once = |order_reversed: bool| -> Result<(Vec<PeerRecord>, Vec<Observation>)> {
-        let (instance, topology) = start(install, case.topology.clone())?;
+        let (instance, topology) = start(build, case.topology.clone())?;
         let logs = || instance.logs();
         let results = if order_reversed {
             let rev: Vec<Vec<u8>> = keys.iter().rev().cloned().collect();
@@ -122,11 +125,11 @@ pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run
         };
         Ok((peers_of(&topology), results))
     };
-    let (peers, results) = once(false).with_context(|| format!("case {} on nginx {}", case.name, install.version))?;
+    let (peers, results) = once(false).with_context(|| format!("case {} on nginx {}", case.name, build.version()))?;
     let (peers2, results2) =
-        once(!case.stateful).with_context(|| format!("case {} on nginx {} (2nd)", case.name, install.version))?;
+        once(!case.stateful).with_context(|| format!("case {} on nginx {} (2nd)", case.name, build.version()))?;
     if peers != peers2 {
-        bail!("case {}: nginx {} resolved the peers differently on two starts", case.name, install.version);
+        bail!("case {}: nginx {} resolved the peers differently on two starts", case.name, build.version());
     }
     let order = if case.stateful { "a second time in order" } else { "in reverse order" };
     for (i, (a, b)) in results.iter().zip(&results2).enumerate() {
@@ -135,7 +138,7 @@ pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run
                 "case {} on nginx {}: key #{} ({}) gave {:?} in order but {:?} {order}; the case is {} — fix the \
                  catalog",
                 case.name,
-                install.version,
+                build.version(),
                 i + 1,
                 show(&keys[i]),
                 a,
@@ -160,22 +163,22 @@ pub fn record_run(install: &Installation, case: &Case, date: &str) -> Result<Run
         }
     }
     Ok(Run {
-        nginx: install.version,
-        package: install.package().unwrap_or_else(|| "unknown".to_string()),
-        libc: install.libc_description(),
+        nginx: build.version(),
+        package: build.package().unwrap_or_else(|| "unknown".to_string()),
+        libc: build.libc_description(),
         recorded: date.to_string(),
         peers,
         results,
     })
 }
 
-/// Records `case` on every installation and assembles its record.
+/// Records `case` on every build and assembles its record.
 ///
 /// # Errors
 ///
 /// See [`record_run`].
-pub fn record_case(installs: &[Installation], case: &Case, date: &str) -> Result<Record> {
-    let runs = installs.iter().map(|i| record_run(i, case, date)).collect::<Result<Vec<_>>>()?;
+pub fn record_case(builds: &[Backend], case: &Case, date: &str) -> Result<Record> {
+    let runs = builds.iter().map(|b| record_run(b, case, date)).collect::<Result<Vec<_>>>()?;
     Ok(Record { runs, ..skeleton(case) })
 }
 

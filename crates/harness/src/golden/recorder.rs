@@ -1,5 +1,6 @@
 //! `nginx-ketama record-vectors` (hidden; run it through `scripts/record-vectors`): records the catalog from
-//! every provisioned nginx (or the binaries named with `--nginx`) and regenerates everything derived from
+//! every provisioned nginx (or the binaries named with `--nginx`, or the local images named with `--image`,
+//! as `verify` takes them) and regenerates everything derived from
 //! the records.
 //!
 //! * without `--offline`: runs every catalog case (or the named ones) on each build, writes
@@ -14,6 +15,7 @@
 //!   `snapshots/<name>.snap.new` for `cargo insta review`: a routing change is reviewed, never accepted
 //!   silently.
 
+use super::super::backend::{Backend, Image, ImageOrigin};
 use super::super::catalog::catalog;
 use super::super::install::Installation;
 use super::Layout;
@@ -49,7 +51,7 @@ pub enum RecordBuilds {
     Provisioned(Vec<NginxVersion>),
     /// Binaries named by `--nginx PATH`, run as local processes.
     Named(Vec<PathBuf>),
-    /// Images named by `--image REF`: refused with the reason (the catalog needs a local process).
+    /// Local images named by `--image REF` (never pulled), each case run in containers of them.
     Images(Vec<String>),
 }
 
@@ -60,12 +62,13 @@ impl Default for RecordBuilds {
 }
 
 impl RecordBuilds {
-    /// The local builds to record on.
+    /// The builds to record on.
     ///
     /// # Errors
     ///
-    /// Nothing provisioned, a named binary that is not nginx, or images (see [`RecordBuilds::Images`]).
-    pub fn resolve(&self) -> Result<Vec<Installation>> {
+    /// Nothing provisioned, a named binary that is not nginx, an image that is not present locally (or
+    /// holds no nginx at `/usr/sbin/nginx`), or no Docker engine.
+    pub fn resolve(&self) -> Result<Vec<Backend>> {
         match self {
             RecordBuilds::Provisioned(versions) => {
                 let root = Installation::default_root();
@@ -76,15 +79,12 @@ impl RecordBuilds {
                 if installs.is_empty() {
                     bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
                 }
-                Ok(installs)
+                Ok(installs.into_iter().map(Backend::Local).collect())
             }
-            RecordBuilds::Named(paths) => paths.iter().map(|p| Installation::named(p)).collect(),
-            RecordBuilds::Images(images) => bail!(
-                "record-vectors cannot record on an image ({}): the catalog's cases listen on [::1], on unix \
-                 sockets of this machine and on port 80, which a container does not share; record on the \
-                 image's nginx binary as a local process with --nginx PATH",
-                images.join(", ")
-            ),
+            RecordBuilds::Named(paths) => paths.iter().map(|p| Ok(Backend::Local(Installation::named(p)?))).collect(),
+            RecordBuilds::Images(images) => {
+                images.iter().map(|r| Ok(Backend::Docker(Image::probe(r, ImageOrigin::Named)?))).collect()
+            }
         }
     }
 }
