@@ -402,23 +402,26 @@ fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> 
         // Containers hide the client's source port; check the stream module with the local build instead.
         if let (Backend::Docker(image), true) = (backend, options.stream_sessions > 0 && options.only.is_none()) {
             let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
-            let twin = match image.origin {
-                ImageOrigin::Built => Installation::discover(&root)
+            let hidden = "stream check skipped: a container hides the client's source port, which the stream \
+                          upstream hashes";
+            match image.origin {
+                ImageOrigin::Built => match Installation::discover(&root)
                     .into_iter()
-                    .find(|i| i.version == image.version && i.libc == image.libc),
-                ImageOrigin::Named => None,
-            };
-            match twin {
-                Some(install) => {
-                    bar.set_message(format!("stream module, local nginx {}", install.label()));
-                    nginx_ketama_harness::sweep::stream_into(&Backend::Local(install), options, &mut report);
-                }
-                None => {
-                    report.stream_skipped = Some(
-                        "stream check skipped: a container hides the client's source port, which the stream \
-                         upstream hashes, and no provisioned build of it is here to check instead"
-                            .to_string(),
-                    )
+                    .find(|i| i.version == image.version && i.libc == image.libc)
+                {
+                    Some(install) => {
+                        bar.set_message(format!("stream module, local nginx {}", install.label()));
+                        nginx_ketama_harness::sweep::stream_into(&Backend::Local(install), options, &mut report);
+                    }
+                    None => {
+                        report.stream_skipped =
+                            Some(format!("{hidden}, and the build the image was made from is not provisioned here"))
+                    }
+                },
+                // A named image is its own build: a provisioned one of the same version may differ from it.
+                ImageOrigin::Named => {
+                    report.stream_skipped =
+                        Some(format!("{hidden}; a named image is its own build, not checked on a provisioned one"))
                 }
             }
         }
