@@ -27,6 +27,25 @@ pub enum Method {
     Plain,
 }
 
+impl Method {
+    /// The method's one-word name, as reports, the golden vectors and the shim protocol spell it.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::Method;
+    ///
+    /// assert_eq!(Method::Consistent.as_str(), "consistent");
+    /// assert_eq!(Method::Plain.as_str(), "plain");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Method::Consistent => "consistent",
+            Method::Plain => "plain",
+        }
+    }
+}
+
 /// One peer: one address of one `server` line.
 ///
 /// A `server` line whose host resolves to several addresses gives several peers with the same

@@ -93,13 +93,9 @@ fn recording_on_another_nginx_leaves_its_differences_for_review() {
         skip(&format!("golden_live: the upgrade test needs nginx 1.18.0 and 1.26.3 under {}", root.display()));
         return;
     }
-    let tmp = tempfile::tempdir().expect("a temporary directory");
-    let layout = Layout::at(tmp.path());
+    let (tmp, layout) = scratch_layout();
     // The starting point: the committed records of these cases without any 1.18.0 run, and their
     // fixtures and snapshots as the workflow itself derives and a reviewer accepts them.
-    std::fs::create_dir_all(layout.records()).unwrap();
-    std::fs::create_dir_all(layout.vectors()).unwrap();
-    std::fs::copy(vectors_dir().join("schema.json"), layout.vectors().join("schema.json")).unwrap();
     for record in load_records(&records_dir()).unwrap().into_iter().filter(|r| UPGRADE_CASES.contains(&r.case.as_str()))
     {
         let runs = record.runs.iter().filter(|r| r.nginx != NginxVersion::new(1, 18, 0)).cloned().collect();
@@ -183,11 +179,7 @@ fn recording_in_containers_of_an_image_matches_its_binary() {
         skip(&format!("golden_live: image {image} is not built (scripts/build-images 1.26.3)"));
         return;
     }
-    let tmp = tempfile::tempdir().expect("a temporary directory");
-    let layout = Layout::at(tmp.path());
-    std::fs::create_dir_all(layout.records()).unwrap();
-    std::fs::create_dir_all(layout.vectors()).unwrap();
-    std::fs::copy(vectors_dir().join("schema.json"), layout.vectors().join("schema.json")).unwrap();
+    let (tmp, layout) = scratch_layout();
     for case in CONTAINER_CASES {
         let name = format!("{case}.json");
         std::fs::copy(records_dir().join(&name), layout.records().join(&name)).unwrap();
@@ -222,6 +214,17 @@ fn recording_in_containers_of_an_image_matches_its_binary() {
 }
 
 /// The pending `.snap.new` files in `dir`, sorted.
+/// An empty records/vectors layout in a fresh temporary directory (kept while the guard lives), with the
+/// committed vector schema in place.
+fn scratch_layout() -> (tempfile::TempDir, Layout) {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let layout = Layout::at(tmp.path());
+    std::fs::create_dir_all(layout.records()).unwrap();
+    std::fs::create_dir_all(layout.vectors()).unwrap();
+    std::fs::copy(vectors_dir().join("schema.json"), layout.vectors().join("schema.json")).unwrap();
+    (tmp, layout)
+}
+
 fn pending(dir: &Path) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(dir)
         .map(|d| d.filter_map(Result::ok).map(|e| e.file_name().to_string_lossy().to_string()).collect())

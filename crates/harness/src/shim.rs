@@ -140,11 +140,7 @@ impl Shim {
     ///
     /// The shim failed, refused (`error`) or does not support this upstream (`unsupported`).
     pub fn upstream(&mut self, method: Method, version: NginxVersion, peers: &[PeerRecord]) -> Result<()> {
-        let method = match method {
-            Method::Consistent => "consistent",
-            Method::Plain => "plain",
-        };
-        self.upstream_json(method, &version.to_string(), &serde_json::to_value(peers)?)
+        self.upstream_json(method.as_str(), &version.to_string(), &serde_json::to_value(peers)?)
     }
 
     /// [`Shim::upstream`] with the method, version and peers as a vector group spells them.

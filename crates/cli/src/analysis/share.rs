@@ -4,7 +4,6 @@ use super::{Format, csv_line, fraction, health_name, json, percent, read_keys, t
 use crate::UpstreamArgs;
 use anyhow::Result;
 use nginx_ketama::analysis::{PickMap, Share, svg};
-use nginx_ketama::upstream::Method;
 use std::io::{BufWriter, Write};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -97,10 +96,7 @@ pub(crate) fn run(args: &ShareArgs) -> Result<()> {
         let title = format!("upstream {name}: share of first picks");
         write_svg(path, &svg::share_svg(&map, &title))?;
     }
-    let method = match up.method() {
-        Method::Consistent => "consistent",
-        Method::Plain => "plain",
-    };
+    let method = up.method().as_str();
     let mut out = BufWriter::new(std::io::stdout().lock());
     match args.format {
         Format::Table => {

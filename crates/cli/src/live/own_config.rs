@@ -1,7 +1,7 @@
 //! `nginx-ketama verify --config FILE [--upstream NAME]...`: the user's own upstreams, proven on every
 //! provisioned nginx with their addresses made local in a private network namespace.
 
-use super::verify::{BackendChoice, Refusal, Verdict, VerifyArgs, backends, write_findings};
+use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, write_findings};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
 use nginx_ketama_harness::backend::Backend;
@@ -55,14 +55,7 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
                 Backend::Docker(_) => None,
             })
             .collect(),
-        Err(Refusal::Usage(message)) => {
-            eprintln!("nginx-ketama: {message}");
-            return Verdict::Usage;
-        }
-        Err(Refusal::Fault(e)) => {
-            eprintln!("nginx-ketama: {e:#}");
-            return Verdict::HarnessFault;
-        }
+        Err(refusal) => return refusal.report(),
     };
     // Each build reads the file with its own version's rules.
     let mut choices: Vec<(Installation, Result<Choice, String>)> = Vec::new();
@@ -286,7 +279,7 @@ pub(crate) fn table(reports: &[UpstreamReport]) -> String {
             "{:<11} {:<12} {:<10} {:>7} {:>5} {:>6} {:>11} {:>8} {:>4} {:>9} {:>10}",
             r.build,
             r.upstream,
-            r.method,
+            r.method.as_str(),
             r.servers,
             r.peers,
             r.points,
@@ -304,6 +297,7 @@ pub(crate) fn table(reports: &[UpstreamReport]) -> String {
 mod tests {
     use super::*;
     use clap::Parser;
+    use nginx_ketama::Method;
 
     #[derive(Debug, Parser)]
     struct Wrap {
@@ -334,17 +328,13 @@ mod tests {
     #[test]
     fn the_table_has_one_row_per_build_and_upstream() {
         let r = UpstreamReport {
-            build: "1.30.6".into(),
-            upstream: "app".into(),
-            method: "consistent".into(),
-            servers: 6,
             peers: 6,
             points: 1440,
             arcs_proven: 1440,
             requests: 100,
             runs: 5,
             failovers: 3,
-            ..UpstreamReport::default()
+            ..UpstreamReport::new("1.30.6".into(), "app".into(), Method::Consistent, 6)
         };
         let t = table(&[r]);
         let rows: Vec<&str> = t.lines().collect();

@@ -202,6 +202,22 @@ pub(crate) enum Refusal {
     Fault(anyhow::Error),
 }
 
+impl Refusal {
+    /// Says why on stderr; the verdict (exit code) it ends `verify` with.
+    pub(crate) fn report(self) -> Verdict {
+        match self {
+            Refusal::Usage(message) => {
+                eprintln!("nginx-ketama: {message}");
+                Verdict::Usage
+            }
+            Refusal::Fault(e) => {
+                eprintln!("nginx-ketama: {e:#}");
+                Verdict::HarnessFault
+            }
+        }
+    }
+}
+
 impl From<anyhow::Error> for Refusal {
     fn from(e: anyhow::Error) -> Refusal {
         Refusal::Fault(e)
@@ -320,14 +336,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
     }
     let backends = match backends(args) {
         Ok(b) => b,
-        Err(Refusal::Usage(message)) => {
-            eprintln!("nginx-ketama: {message}");
-            return Verdict::Usage;
-        }
-        Err(Refusal::Fault(e)) => {
-            eprintln!("nginx-ketama: {e:#}");
-            return Verdict::HarnessFault;
-        }
+        Err(refusal) => return refusal.report(),
     };
     let options = args.sweep_options();
     if let Some(shim) = &options.shim {

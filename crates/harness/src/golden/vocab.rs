@@ -286,10 +286,7 @@ pub(crate) enum MethodDef {
 
 /// A [`Method`] as its record spelling (`consistent`, `plain`), for file names and text.
 pub fn method_name(m: Method) -> &'static str {
-    match m {
-        Method::Consistent => "consistent",
-        Method::Plain => "plain",
-    }
+    m.as_str()
 }
 
 /// The serde spelling of [`NginxVersion`]: its `MAJOR.MINOR.PATCH` text. Use with `#[serde(with = …)]`.

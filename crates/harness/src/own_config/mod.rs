@@ -273,14 +273,14 @@ pub struct ProveOptions {
 }
 
 /// One upstream on one nginx build.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct UpstreamReport {
     /// The build (`1.26.3`, `1.26.3-musl`).
     pub build: String,
     /// The upstream's name.
     pub upstream: String,
-    /// `consistent` or `plain`.
-    pub method: String,
+    /// `hash … consistent` or plain `hash`.
+    pub method: Method,
     /// `server` lines.
     pub servers: usize,
     /// Peers (a hostname line has one per address).
@@ -301,6 +301,27 @@ pub struct UpstreamReport {
     pub fault: Option<String>,
     /// How nginx ordered each hostname's addresses (asked from nginx itself).
     pub resolution: Vec<(String, Vec<IpAddr>)>,
+}
+
+impl UpstreamReport {
+    /// The report of `upstream` (`method`, `servers` server lines) on `build` before anything ran.
+    pub fn new(build: String, upstream: String, method: Method, servers: usize) -> UpstreamReport {
+        UpstreamReport {
+            build,
+            upstream,
+            method,
+            servers,
+            peers: 0,
+            points: 0,
+            arcs_proven: 0,
+            requests: 0,
+            runs: 0,
+            failovers: 0,
+            findings: Vec::new(),
+            fault: None,
+            resolution: Vec::new(),
+        }
+    }
 }
 
 /// The proof's environment: the namespace holder (as root), the plan, and the private directories; each
@@ -441,16 +462,12 @@ impl Prover {
         replay: &str,
         progress: &mut dyn FnMut(usize, usize),
     ) -> UpstreamReport {
-        let mut report = UpstreamReport {
-            build: install.label(),
-            upstream: upstream.name.clone(),
-            method: match upstream.topology.method {
-                Method::Consistent => "consistent".into(),
-                Method::Plain => "plain".into(),
-            },
-            servers: upstream.topology.lines.len(),
-            ..UpstreamReport::default()
-        };
+        let mut report = UpstreamReport::new(
+            install.label(),
+            upstream.name.clone(),
+            upstream.topology.method,
+            upstream.topology.lines.len(),
+        );
         if let Err(e) = self.prove_into(install, upstream, options, replay, &mut report, progress) {
             report.fault = Some(format!("{e:#}"));
         }
