@@ -4,7 +4,7 @@
 
 use nginx_ketama_harness::testkit::TempFile;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -411,16 +411,30 @@ fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
 /// Runs `cmd` to its end, or fails the test (killing it) if it is still running after `limit`: a hang is
 /// a failure, not a stuck test run.
 fn run_bounded(mut cmd: Command, limit: Duration) -> std::process::Output {
-    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_bounded(child, limit)
+}
+
+/// Waits for `child` (stdout and stderr piped) to exit, or fails the test (killing it) after `limit`; its
+/// output is what it wrote by then — a process it left behind holding the pipes cannot block the test.
+fn wait_bounded(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    use std::sync::{Arc, Mutex};
     let drain = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            let _ = r.read_to_end(&mut v);
-            v
-        })
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let reader = std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = r.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        (buf, reader)
     };
-    let out = drain(Box::new(child.stdout.take().unwrap()));
-    let err = drain(Box::new(child.stderr.take().unwrap()));
+    let (out, out_reader) = drain(Box::new(child.stdout.take().unwrap()));
+    let (err, err_reader) = drain(Box::new(child.stderr.take().unwrap()));
     let mut status = None;
     let ended = within(limit, || {
         status = child.try_wait().unwrap();
@@ -429,9 +443,11 @@ fn run_bounded(mut cmd: Command, limit: Duration) -> std::process::Output {
     if !ended {
         let _ = child.kill();
         let _ = child.wait();
-        panic!("{cmd:?} still ran after {limit:?}: a hang");
+        panic!("still running after {limit:?}: a hang");
     }
-    std::process::Output { status: status.unwrap(), stdout: out.join().unwrap(), stderr: err.join().unwrap() }
+    within(Duration::from_secs(2), || out_reader.is_finished() && err_reader.is_finished());
+    let take = |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
+    std::process::Output { status: status.unwrap(), stdout: take(&out), stderr: take(&err) }
 }
 
 /// `replay-vectors --shim SHIM FILES` with the answer timeout at 1 s, bounded to 60 s.
@@ -706,7 +722,7 @@ fn verify_stopped_by_a_signal_leaves_nothing_behind() {
         assert!(!scratch_of(pid).is_empty(), "the run has scratch directories");
         // SAFETY: a signal to the child this test started.
         unsafe { libc::kill(pid, signal) };
-        let out = child.wait_with_output().unwrap();
+        let out = wait_bounded(child, Duration::from_secs(30));
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{err}");
         assert!(err.contains("stopped by SIG") && err.contains("killed 2 process trees"), "{err}");
@@ -733,7 +749,8 @@ fn verify_killed_leaves_nothing_running() {
     let (mut child, started) = a_busy_verify(&m);
     let pid = child.id() as i32;
     child.kill().unwrap();
-    child.wait().unwrap();
+    let out = wait_bounded(child, Duration::from_secs(30));
+    assert_eq!(out.status.signal(), Some(libc::SIGKILL));
     let left = || started.iter().filter(|&&(p, s)| running(p, s)).count();
     assert!(within(Duration::from_secs(5), || left() == 0), "{} processes outlived SIGKILL", left());
     let dirs = scratch_of(pid);
@@ -770,7 +787,7 @@ fn a_namespace_setup_error_leaves_no_scratch_directory() {
         .spawn()
         .unwrap();
     let pid = child.id() as i32;
-    let out = child.wait_with_output().unwrap();
+    let out = wait_bounded(child, Duration::from_secs(120));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert!(err.contains("creating the private network and mount namespaces"), "{err}");
