@@ -553,7 +553,8 @@ fn a_shim_that_ignores_the_end_of_its_input_does_not_outlive_the_run() {
     let vectors = one_group_vectors(tmp.path());
     let m = marker();
     let _guard = Sleepers(m.clone());
-    let (code, out, err) = replay_bounded(&format!("{CLI} shim; sleep {m}"), &[&vectors]);
+    // `; true`: the shell waits for `sleep` instead of becoming it.
+    let (code, out, err) = replay_bounded(&format!("{CLI} shim; sleep {m}; true"), &[&vectors]);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains(" passed, 0 failed"), "{out}");
     assert!(sleepers(&m).is_empty(), "the shim's sleep outlived a passing run");
