@@ -222,7 +222,7 @@ impl<'u> Worker<'u> {
     /// its cached clock (`ngx_time()`, whole seconds): once per peer choice (the getter, and the round-robin
     /// getter it may hand over to, in the same call) and once after each *failed* attempt (a success does
     /// not read it). nginx updates that cache once per event-loop iteration, so between two attempts of
-    /// one request it may have moved on (algorithm §5.3, "Time").
+    /// one request it may have moved on (algorithm §5, "Time").
     ///
     /// # Example
     ///

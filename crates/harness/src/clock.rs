@@ -2,7 +2,7 @@
 //!
 //! Whether a failed server is still out (`max_fails`, `fail_timeout`) depends on nginx's cached clock:
 //! whole seconds, refreshed once per event-loop iteration and read at each peer choice and after each
-//! failed attempt (algorithm §5.3, "Time"). A run that lasts longer than a `fail_timeout` sees failed
+//! failed attempt (algorithm §5, "Time"). A run that lasts longer than a `fail_timeout` sees failed
 //! servers come back, so the model must read the seconds nginx read — a fixed clock calls every retry of
 //! a server whose window ran out a mismatch.
 //!
