@@ -3,6 +3,9 @@
 //! "§3.4 and §4" cites both), link to its headings as `nginx-algorithm.md#<anchor>`, and the document itself
 //! and the ports (`ports/README.md`: "§N" there means a section of that document) write a bare "§N".
 //!
+//! The same file checks that every relative link between the Markdown documents (the README's links into
+//! `docs/` included) leads to a file and heading that exist.
+//!
 //! A section is a heading `## N.` / `### N.M`, or, inside section N, a numbered list item `M.` (cited as
 //! §N.M: §9.3 is edge case 3). Text after the number (`§11 C`) is not checked.
 
@@ -29,18 +32,31 @@ fn sections(doc: &str) -> BTreeSet<String> {
             continue;
         }
         let digits = line.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0 && line[digits..].starts_with(". ") {
-            if let Some(s) = &section {
-                have.insert(format!("{s}.{}", &line[..digits]));
-            }
+        if digits > 0
+            && line[digits..].starts_with(". ")
+            && let Some(s) = &section
+        {
+            have.insert(format!("{s}.{}", &line[..digits]));
         }
     }
     have
 }
 
-/// GitHub's anchors for the document's headings: lower case, punctuation dropped, spaces as `-`.
+/// The lines of a Markdown text outside its ```` ``` ```` fences.
+fn prose(markdown: &str) -> impl Iterator<Item = &str> {
+    let mut fenced = false;
+    markdown.lines().filter(move |l| {
+        if l.starts_with("```") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
+/// GitHub's anchors for a Markdown text's headings: lower case, punctuation dropped, spaces as `-`.
 fn anchors(doc: &str) -> BTreeSet<String> {
-    doc.lines()
+    prose(doc)
         .filter(|l| l.starts_with('#'))
         .map(|l| {
             l.trim_start_matches('#')
@@ -159,6 +175,64 @@ fn every_cited_algorithm_section_exists() {
     assert!(checked >= 150, "only {checked} citations found");
 }
 
+/// The relative link targets of a Markdown text outside code fences (`](target)` and `src="target"`), with
+/// their 1-based lines; web and mail addresses are left out.
+fn links(markdown: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (i, line) in markdown.lines().enumerate() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced {
+            continue;
+        }
+        for (open, close) in [("](", ')'), ("src=\"", '"')] {
+            for (j, _) in line.match_indices(open) {
+                let rest = &line[j + open.len()..];
+                let Some(end) = rest.find(close) else { continue };
+                let target = &rest[..end];
+                if !target.contains("://") && !target.starts_with("mailto:") && !target.contains(' ') {
+                    out.push((i + 1, target.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Every relative link of every Markdown file leads to a file that exists and, when it names an anchor in
+/// a Markdown file, to one of its headings (as GitHub makes anchors): the README's links into `docs/`, and
+/// the documents' links to each other and to the code.
+#[test]
+fn links_between_documents_resolve() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = Vec::new();
+    files(root, &mut all);
+    all.retain(|p| p.extension().is_some_and(|e| e == "md"));
+    let (mut checked, mut broken) = (0, Vec::new());
+    for path in &all {
+        let rel = path.strip_prefix(root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(path).unwrap();
+        for (line, target) in links(&text) {
+            checked += 1;
+            let (file, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let dest = if file.is_empty() { path.clone() } else { path.parent().unwrap().join(file) };
+            if !dest.exists() {
+                broken.push(format!("{rel}:{line}: {target}: no such file"));
+            } else if !anchor.is_empty() && dest.extension().is_some_and(|e| e == "md") {
+                let headings = anchors(&std::fs::read_to_string(&dest).unwrap());
+                if !headings.contains(anchor) {
+                    broken.push(format!("{rel}:{line}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    eprintln!("links: {checked} checked in {} Markdown files, {} broken", all.len(), broken.len());
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+    assert!(checked >= 80, "only {checked} links found");
+}
+
 #[test]
 fn the_document_has_headings_and_numbered_items_as_sections() {
     let doc = "## 3. Ring\n### 3.2 Ties (sort)\n1. not in a section? it is: \u{a7}3.1\n## 9. Edge cases\n\
@@ -186,4 +260,12 @@ fn citations_are_found_in_every_spelling() {
     // A bare § is another document's unless the file is the algorithm document or a port.
     assert_eq!(cited("RFC 9110 \u{a7}15.6.3; the rule (\u{a7}3.4)", false), Vec::<String>::new());
     assert_eq!(cited("the rule (\u{a7}3.4); \u{a7}", true), ["1:\u{a7}3.4"]);
+}
+
+#[test]
+fn links_are_read_outside_code_fences() {
+    let text = "[a](b.md#c) <img src=\"x.svg\"> [w](https://x.org) [m](mailto:a@b)\n```\n[no](n.md)\n```\n[s](#here)\n";
+    let got = links(text);
+    assert_eq!(got, [(1, "b.md#c".to_string()), (1, "x.svg".to_string()), (5, "#here".to_string())]);
+    assert!(anchors("```sh\n# a comment\n```\n## Real\n").iter().eq(["real"]));
 }
