@@ -480,3 +480,13 @@ fn names_never_reach_a_name_service_daemon_of_the_host() {
     assert_eq!(during, [0, 0], "connections to the fake nscd and resolved sockets during the run\n{stdout}");
     report(&format!("private name service: getent reached the fake nscd {control} time(s); verify --config 0 times"));
 }
+
+/// Issue 18, item 13: `--failure-runs` belongs to `--config`; without it, it is a usage error (exit 2), not
+/// silently ignored. Needs no nginx.
+#[test]
+fn failure_runs_need_a_config() {
+    let out = Command::new(CLI).args(["verify", "--failure-runs", "2", "--topologies", "1"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--config <FILE>"), "{stderr}");
+}

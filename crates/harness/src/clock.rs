@@ -171,7 +171,8 @@ impl<'a> ClockedModel<'a> {
         };
         // A tick-dependent answer rules out the ways that predicted something else.
         let tick = judgement == Judgement::NotComparable(Unclocked::Tick);
-        self.states = distinct(ways.into_iter().filter(|(o, _)| !tick || o == actual).map(|(_, w)| w));
+        let kept: Vec<Worker<'a>> = ways.into_iter().filter(|(o, _)| !tick || o == actual).map(|(_, w)| w).collect();
+        self.states = distinct(kept.into_iter());
         if self.states.len() > MAX_STATES {
             return self.lose(Unclocked::TooManyStates);
         }
@@ -231,7 +232,11 @@ pub fn every_way<'a>(
 }
 
 /// `workers` without repeats (by `PartialEq for Worker`), first occurrences in order.
-fn distinct<'a>(workers: impl Iterator<Item = Worker<'a>>) -> Vec<Worker<'a>> {
+fn distinct<'a>(workers: impl ExactSizeIterator<Item = Worker<'a>>) -> Vec<Worker<'a>> {
+    if workers.len() <= 1 {
+        // The usual case (one state, a one-second window): nothing to compare.
+        return workers.collect();
+    }
     let hasher = BuildHasherDefault::<DefaultHasher>::default();
     let mut buckets: HashMap<u64, Vec<usize>> = HashMap::new();
     let mut out: Vec<Worker<'a>> = Vec::new();
