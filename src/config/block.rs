@@ -7,7 +7,7 @@ use super::walk::Walk;
 use super::{Balancer, Context, UpstreamConfig};
 use crate::resolve::resolve_host;
 use crate::server::{Address, AddressError, Server};
-use crate::upstream::{Method, Peer, Upstream, UpstreamError, default_name, ngx_inet_addr};
+use crate::upstream::{Method, Peer, Upstream, UpstreamError, default_name, ngx_inet_addr, socket_name};
 
 /// The smallest `zone` size nginx accepts: eight 4 KiB pages.
 const MIN_ZONE: u64 = 8 * 4096;
@@ -383,7 +383,7 @@ fn peers_of(line: &ServerLine) -> Vec<Peer> {
             .with_down(line.down)
     };
     match &line.addresses {
-        Some(addrs) => addrs.iter().map(|ip| make(std::net::SocketAddr::new(*ip, line.port).to_string())).collect(),
+        Some(addrs) => addrs.iter().map(|ip| make(socket_name(std::net::SocketAddr::new(*ip, line.port)))).collect(),
         None => vec![make(default_name(&line.server, 80))],
     }
 }

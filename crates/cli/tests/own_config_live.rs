@@ -490,3 +490,35 @@ fn failure_runs_need_a_config() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--config <FILE>"), "{stderr}");
 }
+
+/// IPv6 literals whose text nginx writes its own way (`ngx_inet6_ntop()`: a dotted last 32 bits after a
+/// leading run of zeros) are named as nginx names them in `$upstream_addr`: every server answers or fails
+/// under its nginx name on the newest build, so any difference is a mismatch.
+#[test]
+fn ipv6_names_are_printed_as_nginx_prints_them() {
+    let Some(installs) = installs() else { return };
+    if !netns::available() {
+        skip("not root: no private namespaces");
+        return;
+    }
+    let newest = installs.last().expect("a build");
+    let servers = [
+        "[::10.0.0.1]:80",
+        "[::ffff:10.0.0.1]:81",
+        "[::102]:80",
+        "[::201]:80",
+        "[::2]:80",
+        "[::1:0:0]:80",
+        "[1::]:80",
+        "[1:0:0:2:0:0:0:3]:80",
+        "[1:0:0:2:0:0:3:4]:80",
+        "[64:ff9b::10.0.0.1]:80",
+        "[0:0:0:0:0:1:0:1]:80",
+    ];
+    let lines: String = servers.iter().map(|s| format!(" server {s};\n")).collect();
+    let (_dir, file) = config_file(&format!("upstream v6 {{ hash $uri consistent;\n{lines}}}\n"));
+    let (code, stdout, stderr) = verify(&file, newest, &["--keys", "200", "--failure-runs", "2"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let row = stdout.lines().find(|l| l.starts_with(&newest.label())).unwrap_or_default();
+    assert!(row.trim_end().ends_with(" 0 0") || row.split_whitespace().last() == Some("0"), "{stdout}");
+}

@@ -321,7 +321,7 @@ impl Topology {
                     .iter()
                     .map(|&ip| Endpoint {
                         listen: Listen::Tcp(SocketAddr::new(ip, port)),
-                        name: SocketAddr::new(ip, port).to_string(),
+                        name: nginx_ketama::upstream::socket_name(SocketAddr::new(ip, port)),
                     })
                     .collect();
             }

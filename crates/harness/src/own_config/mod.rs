@@ -190,13 +190,16 @@ impl Topology {
             let spelling = spelling_of(&server);
             let endpoints = match Address::parse(&server) {
                 Ok(Address::Unix { path }) => vec![Endpoint { listen: Listen::Unix(path), name: server.clone() }],
-                _ => match default_name(p.server(), 80).parse::<SocketAddr>() {
-                    Ok(a) => {
-                        let listen = SocketAddr::new(a.ip().to_canonical(), a.port());
-                        vec![Endpoint { listen: Listen::Tcp(listen), name: a.to_string() }]
+                _ => {
+                    let name = default_name(p.server(), 80);
+                    match name.parse::<SocketAddr>() {
+                        Ok(a) => {
+                            let listen = SocketAddr::new(a.ip().to_canonical(), a.port());
+                            vec![Endpoint { listen: Listen::Tcp(listen), name }]
+                        }
+                        Err(_) => Vec::new(),
                     }
-                    Err(_) => Vec::new(),
-                },
+                }
             };
             ServerLine {
                 server,
