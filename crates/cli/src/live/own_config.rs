@@ -37,8 +37,9 @@ pub(crate) fn replay_command(args: &VerifyArgs, file: &Path, upstream: &str, ins
     cmd
 }
 
-/// A rate of requests per second that this harness reaches on a small machine (2 cores, debug-free build):
-/// used only to say up front how long a long run may take; progress reports use the real rate.
+/// Requests per second this harness reached with a debug build on the project's 2-core machine (a release
+/// build is faster): used only to say up front about how long a long run takes; progress lines use the real
+/// rate.
 const TYPICAL_RATE: f64 = 20_000.0;
 
 /// Runs that send more requests than this are announced as long, with an estimate and how to shorten them.
@@ -181,7 +182,9 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
         reports.push(report);
     }
     progress.finish();
-    print!("{}", table(&reports));
+    if !reports.is_empty() {
+        print!("{}", table(&reports));
+    }
     let mut order: Vec<(String, String)> = Vec::new();
     for r in &reports {
         for (name, ips) in &r.resolution {
@@ -409,11 +412,13 @@ fn print_environment(prover: &Prover) {
         );
         return;
     };
+    let on_lo = match plan.on_lo.len() {
+        0 => "no address added to its lo".to_string(),
+        n => format!("{n} addresses added to its lo ({})", summarize(plan.on_lo.iter(), 5)),
+    };
     println!(
-        "  network: a private network namespace; {} addresses added to its lo ({}); front {}; ephemeral ports {}-{} \
-         (no port of the config); names resolved with a private name service (the hosts file only)",
-        plan.on_lo.len(),
-        summarize(plan.on_lo.iter(), 5),
+        "  network: a private network namespace; {on_lo}; front {}; ephemeral ports {}-{} (no port of the config); \
+         names resolved with a private name service (the hosts file only)",
         plan.front,
         plan.ephemeral.start(),
         plan.ephemeral.end()
