@@ -226,7 +226,7 @@ impl<'u> Worker<'u> {
     ) -> Outcome {
         let up = self.upstream;
         // pc->tries: every address, primary and backup (no `proxy_next_upstream_tries` cap); since nginx
-        // 1.19.6 only the ones not marked `down` (algorithm §6.1).
+        // 1.19.6 only the ones not marked `down` (algorithm §5, the retry budget).
         let counts = |p: &&Peer| !p.is_down() || !up.version().rules().retry_budget_skips_down;
         let budget = up.primary().iter().chain(up.backup()).filter(counts).count() as u32;
         let mut walk = match up.balancer() {

@@ -270,12 +270,12 @@ fn svg_pictures_render() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The README's pictures (`docs/images/`) are what the commands draw today. To redraw them, from
-/// `crates/cli/tests/data/readme/`: `nginx-ketama share --config nginx.conf --svg ../../../../../docs/images/share.svg`
+/// The pictures in docs/commands.md (`docs/images/`) are what the commands draw today. To redraw them, from
+/// `crates/cli/tests/data/examples/`: `nginx-ketama share --config nginx.conf --svg ../../../../../docs/images/share.svg`
 /// and `nginx-ketama diff --from nginx.conf --to grow.conf --svg ../../../../../docs/images/diff.svg`.
 #[test]
-fn readme_pictures_are_current() {
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/readme");
+fn documented_pictures_are_current() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/examples");
     let images = nginx_ketama_harness::repo_root().join("docs/images");
     let dir = std::env::temp_dir().join(format!("nginx-ketama-pictures-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

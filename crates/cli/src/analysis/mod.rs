@@ -1,7 +1,7 @@
 //! The analysis commands (`explain`, `share`, `diff`, `forge`, `compare`): a thin layer over
 //! `nginx_ketama::analysis` that loads the configuration, calls the library and prints a table, JSON or
-//! CSV. Each command's JSON has one schema, the `Serialize` structs of its module (documented in the
-//! README).
+//! CSV. Each command's JSON has one schema, the `Serialize` structs of its module (documented in
+//! docs/commands.md).
 
 pub(crate) mod compare;
 pub(crate) mod diff;
