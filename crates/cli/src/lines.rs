@@ -16,6 +16,7 @@ pub(crate) const MAX_KEY_BYTES: usize = 16 << 20;
 
 /// The longest shim protocol message `nginx-ketama shim` reads (64 MiB): far more than any upstream or
 /// request the harness sends, whose topologies and keys are small.
+#[cfg(feature = "live")]
 pub(crate) const MAX_SHIM_MESSAGE_BYTES: usize = 4 * MAX_KEY_BYTES;
 
 /// A buffered reader that hands out at most `max` bytes of one line (its `\n` excluded): reading past

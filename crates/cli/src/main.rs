@@ -8,13 +8,15 @@
 
 // `print!` and `println!` for the whole crate: defined before the modules, they take the place of std's
 // there. A failed write to stdout unwinds to `main`, which ends the command as `stdout` says, instead of
-// panicking with "failed printing to stdout".
+// panicking with "failed printing to stdout". (Only the `live` commands print this way.)
+#[cfg_attr(not(feature = "live"), allow(unused_macros))]
 macro_rules! print {
     ($($arg:tt)*) => {
         $crate::stdout::print(format_args!($($arg)*))
     };
 }
 
+#[cfg_attr(not(feature = "live"), allow(unused_macros))]
 macro_rules! println {
     () => {
         $crate::stdout::print(format_args!("\n"))
@@ -188,8 +190,10 @@ fn main() -> ExitCode {
 
 /// Runs a command and says how it ended.
 fn run(command: Command) -> ExitCode {
-    let verdict = command.exits_with_a_verdict();
     // What `print!` left in stdout's buffer is written before the command counts as done.
+    #[cfg(feature = "live")]
+    let verdict = command.exits_with_a_verdict();
+    #[cfg(feature = "live")]
     let flushed = |code: ExitCode| match stdout::flush() {
         Ok(()) => code,
         Err(failed) => failed.exit(verdict),

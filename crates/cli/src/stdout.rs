@@ -74,6 +74,7 @@ pub(crate) fn failure(e: &anyhow::Error) -> Option<ErrorKind> {
 pub(crate) struct Failed(io::Error);
 
 /// `print!` and `println!` of this crate: writes `args` to stdout, or unwinds to `main` with [`Failed`].
+#[cfg_attr(not(feature = "live"), allow(dead_code))]
 pub(crate) fn print(args: fmt::Arguments<'_>) {
     if let Err(e) = io::stdout().lock().write_fmt(args) {
         std::panic::resume_unwind(Box::new(Failed(e)));
@@ -81,6 +82,7 @@ pub(crate) fn print(args: fmt::Arguments<'_>) {
 }
 
 /// Flushes stdout at the end of a command (what `print!` left in the buffer).
+#[cfg(feature = "live")]
 pub(crate) fn flush() -> Result<(), Failed> {
     io::stdout().lock().flush().map_err(Failed)
 }

@@ -2,7 +2,7 @@
 //! recorder's records, vectors and snapshots): whole or not at all, and never by replacing something that
 //! is not a regular file.
 //!
-//! What [`write`] does depends on what the path names when the write starts:
+//! What [`write()`] does depends on what the path names when the write starts:
 //!
 //! | the path names | what happens |
 //! |---|---|
@@ -26,7 +26,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Why [`write`] or [`remove_if`] did not do its work.
+/// Why [`write()`] or [`remove_if`] did not do its work.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// What the path names is never written (or cannot be, like a FIFO nobody reads); nothing was changed.
@@ -57,7 +57,7 @@ impl Error {
     }
 }
 
-/// How [`write`] treats a path.
+/// How [`write()`] treats a path.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     /// Create the missing parent directories of a path that names nothing yet.
@@ -67,7 +67,7 @@ pub struct Options {
     pub inputs: Vec<PathBuf>,
 }
 
-/// What [`write`] wrote to.
+/// What [`write()`] wrote to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
     /// A new regular file.
@@ -94,7 +94,7 @@ impl FileId {
     }
 }
 
-/// How many times [`write`] looks again at a path that changed under it.
+/// How many times [`write()`] looks again at a path that changed under it.
 const ATTEMPTS: usize = 5;
 
 /// Writes `contents` to `path` by the rules of this module.
@@ -132,13 +132,13 @@ pub fn remove_if(path: &Path, id: FileId) -> Result<bool, Error> {
     }
 }
 
-/// What [`write`] would refuse at `path` before it writes anything: a directory, a block device, a socket,
+/// What [`write()`] would refuse at `path` before it writes anything: a directory, a block device, a socket,
 /// a symbolic link to nothing, one of the inputs. A command that runs for long checks its output path
 /// this way first. (A FIFO's reader and missing directories are looked at only when writing.)
 ///
 /// # Errors
 ///
-/// [`Error::Refused`] as [`write`] would refuse; [`Error::Io`] when the path cannot be looked at.
+/// [`Error::Refused`] as [`write()`] would refuse; [`Error::Io`] when the path cannot be looked at.
 pub fn check(path: &Path, options: &Options) -> Result<(), Error> {
     classify(path, options).map(|_| ())
 }
