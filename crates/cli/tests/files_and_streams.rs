@@ -545,7 +545,7 @@ fn vm_hwm_kib(pid: u32) -> u64 {
 }
 
 /// Issue 18, item 10: `--keys` is streamed through the count, so memory does not grow with the file: three
-/// million keys fit in the same few MiB as a thousand (held in memory, they took about 100 MiB more). The
+/// million keys fit in the same few MiB as a thousand (held in memory, they took about 160 MiB more). The
 /// keys come through a FIFO, so the peak is read while `share` still waits for the end of its input.
 #[test]
 fn keys_files_are_streamed() {
