@@ -126,8 +126,9 @@ pub(crate) struct VerifyArgs {
     pub shim: Option<String>,
     /// Where to write mismatches (JSON lines, each naming its run: start time and process id) if there are
     /// any. The file is replaced whole, never mixed with another run's; a device, FIFO or /dev/stdout is
-    /// written through, never replaced. A run that proves everything removes a mismatch file an earlier run
-    /// left here (one written while this run ran is kept).
+    /// written through, never replaced; a file verify reads (--config and its includes, --nginx) is refused.
+    /// A run that proves everything removes a mismatch file an earlier run left here (one written while this
+    /// run ran is kept).
     #[arg(long, default_value = "target/nginx-ketama/mismatches.jsonl")]
     pub mismatches: PathBuf,
     /// Directory of provisioned nginx builds (default: $NGINX_KETAMA_NGINX_DIR or ./.nginx).
