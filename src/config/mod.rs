@@ -56,7 +56,7 @@ pub use walk::{MAX_INCLUDE_DEPTH, MAX_NESTING};
 use crate::upstream::Upstream;
 use crate::version::{Libc, NginxVersion};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What kind of file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -206,6 +206,7 @@ impl fmt::Display for Warning {
 #[derive(Debug, Clone)]
 pub struct Config {
     file: String,
+    files: Vec<PathBuf>,
     /// Every upstream block, in order.
     pub upstreams: Vec<UpstreamConfig>,
     /// Warnings nginx would log.
@@ -254,7 +255,19 @@ impl Config {
 
     fn run(mut walk: walk::Walk<'_>, text: &[u8], file: &Path) -> Result<Config, ConfigError> {
         walk.main(text, file)?;
-        Ok(Config { file: file.display().to_string(), upstreams: walk.upstreams, warnings: walk.warnings })
+        Ok(Config {
+            file: file.display().to_string(),
+            files: walk.files,
+            upstreams: walk.upstreams,
+            warnings: walk.warnings,
+        })
+    }
+
+    /// The files read from disk, in the order read: the main file ([`Config::load`] only) and every file
+    /// it includes (a file included twice is listed twice). A command that writes files refuses to write
+    /// over these.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
     }
 
     /// The upstream named `name` (or the only upstream when `name` is `None`), which must use `hash`.
@@ -630,6 +643,9 @@ mod tests {
         let names: Vec<&str> = c.upstreams.iter().map(|u| u.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(c.hash_upstream(Some("a")).unwrap().upstream.primary()[0].weight(), 2);
+        let read: Vec<PathBuf> =
+            ["nginx.conf", "conf.d/a.conf", "conf.d/up.inc", "conf.d/b.conf"].iter().map(|f| dir.join(f)).collect();
+        assert_eq!(c.files(), read, "every file read, in order");
         std::fs::write(dir.join("conf.d/c.conf"), "upstream c { server a weight=0; }\n").unwrap();
         let e = Config::load(dir.join("nginx.conf"), &no_dns).unwrap_err().to_string();
         assert!(e.ends_with("conf.d/c.conf:1"), "{e}");

@@ -1,7 +1,7 @@
 //! `nginx-ketama verify --config FILE [--upstream NAME]...`: the user's own upstreams, proven on every
 //! provisioned nginx with their addresses made local in a private network namespace.
 
-use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, write_findings};
+use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, save_findings};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
 use nginx_ketama_harness::backend::Backend;
@@ -264,12 +264,7 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
         Verdict::HarnessFault => println!("harness fault: this run proves nothing (see above)"),
         Verdict::Mismatches => {}
     }
-    if !findings.is_empty() {
-        match write_findings(args, &findings) {
-            Ok(()) => println!("{} mismatches; all of them are in {}", findings.len(), args.mismatches.display()),
-            Err(e) => eprintln!("nginx-ketama: writing {}: {e:#}", args.mismatches.display()),
-        }
-    }
+    save_findings(args, &findings, verdict);
     verdict
 }
 
