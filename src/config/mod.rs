@@ -157,6 +157,10 @@ pub struct UpstreamConfig {
     pub context: Context,
     /// Where the block starts.
     pub location: Location,
+    /// Where each `server` line is, in the order the model takes their peers: primary lines (those
+    /// resolved at run time last), then backup lines. Read with `resolve: false`, each line is one peer,
+    /// so `servers[i]` is where the i-th peer of [`Upstream::primary`] then [`Upstream::backup`] is written.
+    pub servers: Vec<Location>,
     /// Its balancer.
     pub balancer: Balancer,
 }
@@ -349,6 +353,20 @@ mod tests {
     }
 
     const STREAM: &str = "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n";
+
+    /// Each server line's `file:line`, in the order the model takes the lines' peers: primary lines, then
+    /// backup lines (written before them or not).
+    #[test]
+    fn server_lines_keep_where_they_are_written() {
+        let c = parse(
+            "upstream u {\n  server 10.0.0.1 backup;\n  server 10.0.0.2;\n\n  server 10.0.0.3\n    weight=2;\n  \
+             hash $uri;\n}\n",
+        )
+        .unwrap();
+        let lines: Vec<usize> = c.upstreams[0].servers.iter().map(|l| l.line).collect();
+        assert_eq!(lines, [3, 6, 2]);
+        assert_eq!(c.upstreams[0].servers[1].to_string(), "t.conf:6");
+    }
 
     #[test]
     fn reads_http_and_stream_upstreams() {

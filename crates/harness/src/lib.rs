@@ -8,7 +8,8 @@
 //!   echo listeners inside the same nginx.
 //! * [`parity`] plans request sequences (random keys, the empty key, and [`forge`]d keys at both ends of
 //!   every ring arc), sends them pipelined on one connection ([`client`]) and compares them with the
-//!   per-worker simulator; [`stream`] does the same for the stream module.
+//!   per-worker simulator ([`clock`]: following nginx's clock, which decides when a failed server comes
+//!   back); [`stream`] does the same for the stream module.
 //! * [`shim`] drives any implementation through a line protocol instead of the library.
 //! * [`own_config`] proves the upstreams of a user's own `nginx.conf` as written, their addresses made
 //!   local inside a private network namespace (`verify --config`).
@@ -21,6 +22,7 @@ pub mod backend;
 pub mod catalog;
 pub mod cleanup;
 pub mod client;
+pub mod clock;
 pub mod golden;
 pub mod install;
 pub mod local;

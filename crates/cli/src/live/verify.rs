@@ -152,7 +152,7 @@ pub(crate) struct VerifyArgs {
     pub upstream: Vec<String>,
     /// With --config: runs per upstream in which a random set of servers refuses connections (after the
     /// run with every server live).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, requires = "config")]
     pub failure_runs: usize,
 }
 
