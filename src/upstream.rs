@@ -171,13 +171,87 @@ impl Peer {
 pub fn default_name(server: &Server, default_port: u16) -> String {
     match Address::parse(server.as_str()) {
         Ok(Address::Unix { .. }) => server.as_str().to_string(),
-        Ok(Address::Ipv6 { addr, port }) => SocketAddr::new(IpAddr::V6(addr), port.unwrap_or(default_port)).to_string(),
+        Ok(Address::Ipv6 { addr, port }) => {
+            socket_name(SocketAddr::new(IpAddr::V6(addr), port.unwrap_or(default_port)))
+        }
         Ok(Address::Host { host, port }) => match ngx_inet_addr(&host) {
-            Some(ip) => SocketAddr::new(IpAddr::V4(ip), port.unwrap_or(default_port)).to_string(),
+            Some(ip) => socket_name(SocketAddr::new(IpAddr::V4(ip), port.unwrap_or(default_port))),
             None => server.as_str().to_string(),
         },
         Err(_) => server.as_str().to_string(),
     }
+}
+
+/// A socket address as nginx prints it (`ngx_sock_ntop()`, `src/core/ngx_inet.c`): `10.0.0.1:80`, or
+/// `[ADDR]:PORT` with the IPv6 address as `ngx_inet6_ntop()` writes it. That is RFC 5952's text (lower-case
+/// hex, the first longest run of two or more zero groups as `::`) except for the last 32 bits, which are
+/// written as a dotted quad after a leading run of zeros: six zero groups (`[::10.0.0.1]`, an
+/// IPv4-compatible address, where Rust writes `[::a00:1]`), five and `ffff` (`[::ffff:10.0.0.1]`), or seven
+/// unless the last group's bytes are `0` and anything, or anything and `1` (`[::0.0.1.2]`, but `[::1]`,
+/// `[::2]` and `[::201]`).
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::upstream::socket_name;
+///
+/// assert_eq!(socket_name("[::10.0.0.1]:80".parse().unwrap()), "[::10.0.0.1]:80");
+/// assert_eq!(socket_name("[2001:db8::7]:8080".parse().unwrap()), "[2001:db8::7]:8080");
+/// assert_eq!(socket_name("10.0.0.1:80".parse().unwrap()), "10.0.0.1:80");
+/// ```
+pub fn socket_name(addr: SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => a.to_string(),
+        SocketAddr::V6(a) => format!("[{}]:{}", ipv6_text(&a.ip().octets()), a.port()),
+    }
+}
+
+/// `ngx_inet6_ntop()`: see [`socket_name`].
+fn ipv6_text(p: &[u8; 16]) -> String {
+    use std::fmt::Write as _;
+    // The first longest run of zero groups (a single zero group is not a run).
+    let (mut zero, mut max, mut run, mut start) = (usize::MAX, 1, 0, 0);
+    for i in (0..16).step_by(2) {
+        if p[i] != 0 || p[i + 1] != 0 {
+            if max < run {
+                (zero, max) = (start, run);
+            }
+            run = 0;
+            continue;
+        }
+        if run == 0 {
+            start = i;
+        }
+        run += 1;
+    }
+    if max < run {
+        (zero, max) = (start, run);
+    }
+    let mut out = String::new();
+    let mut end = 16;
+    if zero == 0 {
+        if (max == 5 && p[10] == 0xff && p[11] == 0xff) || max == 6 || (max == 7 && p[14] != 0 && p[15] != 1) {
+            end = 12;
+        }
+        out.push(':');
+    }
+    let mut i = 0;
+    while i < end {
+        if i == zero {
+            out.push(':');
+            i += 2 * max;
+            continue;
+        }
+        let _ = write!(out, "{:x}", u16::from_be_bytes([p[i], p[i + 1]]));
+        if i < 14 {
+            out.push(':');
+        }
+        i += 2;
+    }
+    if end == 12 {
+        let _ = write!(out, "{}.{}.{}.{}", p[12], p[13], p[14], p[15]);
+    }
+    out
 }
 
 /// nginx's IPv4 literal rule (`ngx_inet_addr`): exactly four dot-separated decimal octets ≤ 255; leading
@@ -634,6 +708,31 @@ mod tests {
         ];
         for (key, server) in want {
             assert_eq!(up.route(key.as_bytes()), Route::Server(&Server::new(server)), "{key}");
+        }
+    }
+
+    /// IPv6 addresses as nginx prints them: RFC 5952 but for the dotted last 32 bits after a leading zero
+    /// run (`ngx_inet6_ntop()`); the dotted forms below are what nginx 1.30.6 reported in `$upstream_addr`
+    /// for these `server` literals (crates/cli/tests/own_config_live.rs proves them on every build).
+    #[test]
+    fn ipv6_names_follow_ngx_inet6_ntop() {
+        for (server, name) in [
+            ("[::10.0.0.1]:80", "[::10.0.0.1]:80"),
+            ("[::ffff:10.0.0.1]:80", "[::ffff:10.0.0.1]:80"),
+            ("[::102]:80", "[::0.0.1.2]:80"),
+            ("[::201]:80", "[::201]:80"),
+            ("[::2]:80", "[::2]:80"),
+            ("[::1]:80", "[::1]:80"),
+            ("[::1:0:0]:80", "[::1:0:0]:80"),
+            ("[::]:80", "[::]:80"),
+            ("[1::]:80", "[1::]:80"),
+            ("[1:0:0:2:0:0:0:3]:80", "[1:0:0:2::3]:80"),
+            ("[1:0:0:2:0:0:3:4]:80", "[1::2:0:0:3:4]:80"),
+            ("[2001:db8:0:0:0:0:0:7]:8080", "[2001:db8::7]:8080"),
+            ("[64:ff9b::10.0.0.1]:80", "[64:ff9b::a00:1]:80"),
+            ("[0:0:0:0:0:1:0:1]:80", "[::1:0:1]:80"),
+        ] {
+            assert_eq!(Peer::new(server).name(), name, "{server}");
         }
     }
 

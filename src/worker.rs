@@ -160,7 +160,40 @@ pub struct Worker<'u> {
     backup: Vec<PeerState>,
 }
 
+/// Two workers of the same upstream are equal when no request can tell them apart: every future request,
+/// whatever the clock reads, gives both the same outcome and leaves them equal. Per-peer state is compared
+/// where it can still matter: a peer's failure count and timestamps (`fails`, `accessed`, `checked`) only
+/// while a failure is counted against it (`max_fails > 0` and `fails > 0`). Otherwise nothing reads them
+/// before the next failure overwrites them. The proof uses this to merge the states a request can leave
+/// behind when it is not known at which second nginx's clock ticked during it.
+impl PartialEq for Worker<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.upstream, other.upstream) && self.live_state().eq(other.live_state())
+    }
+}
+
+impl Eq for Worker<'_> {}
+
+impl std::hash::Hash for Worker<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for s in self.live_state() {
+            s.hash(state);
+        }
+    }
+}
+
 impl<'u> Worker<'u> {
+    /// Every peer's state as far as it can still change an outcome (see `PartialEq for Worker`).
+    fn live_state(&self) -> impl Iterator<Item = (i64, i64, u32, u32, u64, u64)> + '_ {
+        let up = self.upstream;
+        let lists = [(up.primary(), &self.primary), (up.backup(), &self.backup)];
+        lists.into_iter().flat_map(|(peers, states)| peers.iter().zip(states.iter())).map(|(peer, st)| {
+            let counted = peer.max_fails() > 0 && st.fails > 0;
+            let (fails, accessed, checked) = if counted { (st.fails, st.accessed, st.checked) } else { (0, 0, 0) };
+            (st.current_weight, st.effective_weight, st.conns, fails, accessed, checked)
+        })
+    }
+
     /// A freshly started worker (all weights, failure counts and timestamps at their initial values).
     pub fn new(upstream: &'u Upstream) -> Worker<'u> {
         Worker {
@@ -182,7 +215,40 @@ impl<'u> Worker<'u> {
     /// `fails(peer)` says whether connecting to that peer fails (e.g. the port is closed). A failure is
     /// counted against the peer (`max_fails`/`fail_timeout`) exactly as nginx counts it.
     pub fn request(&mut self, key: &[u8], now: u64, fails: impl FnMut(&Peer) -> bool) -> Outcome {
-        self.run(key, now, fails, None)
+        self.run(key, &mut || now, fails, None)
+    }
+
+    /// [`Worker::request`] with a clock that may move during the request: `clock` is read where nginx reads
+    /// its cached clock (`ngx_time()`, whole seconds): once per peer choice (the getter, and the round-robin
+    /// getter it may hand over to, in the same call) and once after each *failed* attempt (a success does
+    /// not read it). nginx updates that cache once per event-loop iteration, so between two attempts of
+    /// one request it may have moved on (algorithm §5, "Time").
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::{Method, Peer, Upstream, Worker};
+    ///
+    /// // fail_timeout=0: a failed peer is skipped only within the second of its failure.
+    /// let up = Upstream::builder(Method::Consistent)
+    ///     .peers(["127.0.0.1:1", "127.0.0.1:2"].map(|s| Peer::new(s).with_fail_timeout(0)))
+    ///     .build()?;
+    /// let mut w = Worker::new(&up);
+    /// let first = w.request(b"k", 100, |p| p.name() == "127.0.0.1:1");
+    /// let owner = up.peer(first.attempts[0]).name().to_string();
+    /// // The next request reads the clock at 101: the owner is tried again.
+    /// let mut t = 100;
+    /// let again = w.request_with_clock(b"k", || { t += 1; t }, |_| false);
+    /// assert_eq!(up.peer(again.attempts[0]).name(), owner);
+    /// # Ok::<(), nginx_ketama::UpstreamError>(())
+    /// ```
+    pub fn request_with_clock(
+        &mut self,
+        key: &[u8],
+        mut clock: impl FnMut() -> u64,
+        fails: impl FnMut(&Peer) -> bool,
+    ) -> Outcome {
+        self.run(key, &mut clock, fails, None)
     }
 
     /// [`Worker::request`], recording every step nginx takes in `trace` (appended): each ring point or
@@ -214,19 +280,19 @@ impl<'u> Worker<'u> {
         fails: impl FnMut(&Peer) -> bool,
         trace: &mut Vec<Step>,
     ) -> Outcome {
-        self.run(key, now, fails, Some(trace))
+        self.run(key, &mut || now, fails, Some(trace))
     }
 
     fn run(
         &mut self,
         key: &[u8],
-        now: u64,
+        clock: &mut dyn FnMut() -> u64,
         mut fails: impl FnMut(&Peer) -> bool,
         trace: Option<&mut Vec<Step>>,
     ) -> Outcome {
         let up = self.upstream;
         // pc->tries: every address, primary and backup (no `proxy_next_upstream_tries` cap); since nginx
-        // 1.19.6 only the ones not marked `down` (algorithm §6.1).
+        // 1.19.6 only the ones not marked `down` (algorithm §5, the retry budget).
         let counts = |p: &&Peer| !p.is_down() || !up.version().rules().retry_budget_skips_down;
         let budget = up.primary().iter().chain(up.backup()).filter(counts).count() as u32;
         let mut walk = match up.balancer() {
@@ -247,14 +313,14 @@ impl<'u> Worker<'u> {
         };
         let mut attempts = Vec::new();
         let status = loop {
-            let Some(index) = self.get(&mut req, &mut walk, now) else {
+            let Some(index) = self.get(&mut req, &mut walk, clock()) else {
                 break Status::NoLiveUpstreams;
             };
             let id = PeerId { list: req.list, index };
             attempts.push(id);
             let failed = fails(up.peer(id));
             req.record(|| Step::Attempt { peer: id, failed });
-            self.free(&mut req, index, failed, now);
+            self.free(&mut req, index, failed, clock);
             if !failed {
                 break Status::Answered;
             }
@@ -457,8 +523,8 @@ impl<'u> Worker<'u> {
         None
     }
 
-    /// `ngx_http_upstream_free_round_robin_peer` after one attempt.
-    fn free(&mut self, req: &mut Request<'_, '_>, i: usize, failed: bool, now: u64) {
+    /// `ngx_http_upstream_free_round_robin_peer` after one attempt; only a counted failure reads the clock.
+    fn free(&mut self, req: &mut Request<'_, '_>, i: usize, failed: bool, clock: &mut dyn FnMut() -> u64) {
         let up = self.upstream;
         let peer = &up.list(req.list)[i];
         let single = up.is_single(req.list);
@@ -470,6 +536,7 @@ impl<'u> Worker<'u> {
             return;
         }
         if failed {
+            let now = clock();
             st.fails += 1;
             st.accessed = now;
             st.checked = now;
@@ -707,6 +774,88 @@ mod tests {
         // After it, the owner is tried again.
         let back = w.request(key, 1011, |_| false);
         assert_eq!(up.peer(back.attempts[0]).server(), &owner);
+    }
+
+    /// The clock is read where nginx reads its cached clock: at each peer choice and after each failed
+    /// attempt. With `fail_timeout=0` a server failed at second 100 is skipped at 100 and tried at 101,
+    /// within one request if the clock moves between its attempts.
+    #[test]
+    fn the_clock_is_read_at_every_choice_and_every_failure() {
+        let up = Upstream::builder(Method::Consistent)
+            .peers((1..=4).map(|p| Peer::new(format!("127.0.0.1:{p}")).with_fail_timeout(0)))
+            .build()
+            .unwrap();
+        let refused = |p: &Peer| p.name() == "127.0.0.1:1";
+        let key = (0..)
+            .map(|i| format!("k{i}").into_bytes())
+            .find(|k| ports(&up, &Worker::new(&up).request(k, 100, refused))[0] == "1")
+            .unwrap();
+        let mut w = Worker::new(&up);
+        let mut reads = Vec::new();
+        let out = w.request_with_clock(
+            &key,
+            || {
+                reads.push(100);
+                100
+            },
+            refused,
+        );
+        // get (100), the failure (100), get (100): answered by the second peer.
+        assert_eq!((out.attempts.len(), reads.len()), (2, 3));
+        // Still second 100: the failed owner is skipped.
+        assert_ne!(ports(&up, &w.request(&key, 100, |_| false))[0], "1");
+        // Second 101: it is tried again (and fails again).
+        let mut again = w.clone();
+        assert_eq!(ports(&up, &again.request(&key, 101, refused))[0], "1");
+        // A clock that moves to 101 after the first read: the choice at 100 skips it, nothing else reads.
+        let mut t = 99;
+        let moving = w.request_with_clock(
+            &key,
+            || {
+                t += 1;
+                t.min(101)
+            },
+            refused,
+        );
+        assert_ne!(ports(&up, &moving)[0], "1");
+    }
+
+    /// Workers are equal when no request can tell them apart: the timestamps of a peer without a counted
+    /// failure do not count, those of a failed peer do, and equal workers answer every later request alike.
+    #[test]
+    fn equal_workers_answer_alike_and_failure_times_tell_them_apart() {
+        let up = Upstream::builder(Method::Consistent)
+            .peers((1..=5).map(|p| Peer::new(format!("127.0.0.1:{p}")).with_fail_timeout(3)))
+            .build()
+            .unwrap();
+        let hash = |w: &Worker<'_>| {
+            use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+            BuildHasherDefault::<DefaultHasher>::default().hash_one(w)
+        };
+        // Same request at different seconds, nothing fails: `checked` differs, nothing that matters does.
+        let (mut a, mut b) = (Worker::new(&up), Worker::new(&up));
+        a.request(b"k", 100, |_| false);
+        b.request(b"k", 200, |_| false);
+        assert_eq!(a, b);
+        assert_eq!(hash(&a), hash(&b));
+        // Then the same failures at the same seconds: both answer the same to every later request.
+        let refused = |p: &Peer| p.name() == "127.0.0.1:2";
+        for i in 0..300u64 {
+            let key = format!("k{i}");
+            let now = 300 + i / 20;
+            assert_eq!(a.request(key.as_bytes(), now, refused), b.request(key.as_bytes(), now, refused), "{key}");
+            assert_eq!(a, b);
+        }
+        // A failure counted at different seconds: unequal, and a later request tells them apart.
+        let (mut c, mut d) = (Worker::new(&up), Worker::new(&up));
+        let key = (0..)
+            .map(|i| format!("f{i}").into_bytes())
+            .find(|k| ports(&up, &Worker::new(&up).request(k, 0, |_| false))[0] == "2")
+            .unwrap();
+        c.request(&key, 100, refused);
+        d.request(&key, 101, refused);
+        assert_ne!(c, d);
+        assert_ne!(c.request(&key, 104, |_| false), d.request(&key, 104, |_| false));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! panic, overflow the stack or take a second on one input.
 //!
 //! `cargo test --test config_fuzz` runs a short pass (256 cases per property). For a long run set
-//! `FUZZ_CASES`, e.g. `FUZZ_CASES=1000000 cargo test --release --test config_fuzz` (figure in the README).
+//! `FUZZ_CASES`, e.g. `FUZZ_CASES=1000000 cargo test --release --test config_fuzz` (figure in docs/config-reader.md).
 
 use nginx_ketama::config::{Balancer, Config, Input, LoadOptions};
 use nginx_ketama::server::{Address, Server};

@@ -1,7 +1,7 @@
 //! Live check of the golden vectors: re-records the whole catalog from every provisioned nginx (without
 //! writing any record) and asserts that the result renders to the committed snapshots. An nginx upgrade that
 //! changes any routing decision therefore shows up as an insta diff (`cargo insta review`), to be recorded
-//! with `scripts/record-vectors` (README, "Upgrading nginx"), whose workflow the second test runs.
+//! with `scripts/record-vectors` (docs/upgrading.md, "Upgrading nginx"), whose workflow the second test runs.
 //!
 //! Without provisioned nginx this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
 

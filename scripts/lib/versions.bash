@@ -1,6 +1,6 @@
 # scripts/lib/versions.bash: the provisioned nginx builds, read from nginx/versions (one line each:
-# RELEASE SUITE PACKAGE). Sourced by scripts/provision-nginx and scripts/build-images; the calling
-# script defines die().
+# RELEASE SUITE PACKAGE). Sourced by scripts/provision-nginx (and through it scripts/provision-nginx-musl)
+# and scripts/build-images; the calling script defines die().
 
 VERSIONS_FILE=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../../nginx" && pwd -P)/versions
 
@@ -33,13 +33,27 @@ version_suite() {
   die "unknown version '$1' (expected one of: $(versions_lines | awk '{ printf "%s%s or %s", sep, $1, $2; sep = ", " }'); see nginx/versions)"
 }
 
-# The release a suite must serve, as an extended regex (N.N.x -> N\.N\.[0-9]+).
-expected_upstream() {
+# The RELEASE column of a suite (N.N.N, or N.N.x as written).
+version_release() {
   local release
   release=$(versions_lines | awk -v s="$1" '$2 == s { print $1 }')
   [[ -n $release ]] || die "suite '$1' is not in nginx/versions"
+  echo "$release"
+}
+
+# The release a suite must serve, as an extended regex (N.N.x -> N\.N\.[0-9]+).
+expected_upstream() {
+  local release
+  release=$(version_release "$1") || exit 1
   release=${release//./\\.}
   echo "${release/%\\.x/\\.[0-9]+}"
+}
+
+# Whether a suite's release is MIN (N.N.N) or later; an N.N.x release counts as N.N.0.
+version_at_least() {
+  local release
+  release=$(version_release "$1") || exit 1
+  printf '%s\n' "$2" "${release/%.x/.0}" | sort -V -C
 }
 
 # The binary package that holds /usr/sbin/nginx in a suite.

@@ -180,21 +180,23 @@ impl Comparison {
         Ok(acc.finish(against, Method::Sampled { keys, seed }, Unit::HashSpace(map.basis()), keys, expected))
     }
 
-    /// `against` over a list of real keys, each routed by both sides.
+    /// `against` over a list of real keys, each routed by both sides. The keys may be borrowed or owned
+    /// (streamed from a file, one at a time).
     ///
     /// # Errors
     ///
     /// As [`Comparison::exact`].
-    pub fn of_keys<'k>(
+    pub fn of_keys(
         up: &Upstream,
         map: &PickMap,
         against: Against,
-        keys: impl IntoIterator<Item = &'k [u8]>,
+        keys: impl IntoIterator<Item = impl AsRef<[u8]>>,
     ) -> Result<Comparison, CompareError> {
         let other = Other::new(up, map, against)?;
         let mut acc = Tally::new(map);
         let mut total = 0;
         for key in keys {
+            let key = key.as_ref();
             acc.add(map.pick_key(key), other.pick_key(key), 1);
             total += 1;
         }

@@ -83,11 +83,13 @@ impl Diff {
         acc.finish(Unit::HashSpace(from.basis()), Unit::HashSpace(to.basis()), HASH_SPACE)
     }
 
-    /// The difference over a list of keys, each routed through both maps ([`PickMap::pick_key`]).
-    pub fn of_keys<'k>(from: &PickMap, to: &PickMap, keys: impl IntoIterator<Item = &'k [u8]>) -> Diff {
+    /// The difference over a list of keys, each routed through both maps ([`PickMap::pick_key`]). The keys
+    /// may be borrowed or owned (streamed from a file, one at a time).
+    pub fn of_keys(from: &PickMap, to: &PickMap, keys: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Diff {
         let mut acc = Accumulator::new(from, to);
         let mut total = 0;
         for key in keys {
+            let key = key.as_ref();
             acc.add(from.pick_key(key), to.pick_key(key), 1);
             total += 1;
         }

@@ -98,14 +98,14 @@ impl Share {
     }
 
     /// The shares of a list of keys: each key routed through the map ([`PickMap::pick_key`]); empty keys
-    /// count as round-robin.
-    pub fn of_keys<'k>(map: &PickMap, keys: impl IntoIterator<Item = &'k [u8]>) -> Share {
+    /// count as round-robin. The keys may be borrowed or owned (streamed from a file, one at a time).
+    pub fn of_keys(map: &PickMap, keys: impl IntoIterator<Item = impl AsRef<[u8]>>) -> Share {
         let n = map.servers().len();
         let mut count = vec![0u64; n];
         let (mut round_robin, mut total) = (0, 0);
         for key in keys {
             total += 1;
-            match map.pick_key(key) {
+            match map.pick_key(key.as_ref()) {
                 Pick::Server(s) => count[s] += 1,
                 Pick::RoundRobin => round_robin += 1,
             }

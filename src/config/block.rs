@@ -7,7 +7,7 @@ use super::walk::Walk;
 use super::{Balancer, Context, UpstreamConfig};
 use crate::resolve::resolve_host;
 use crate::server::{Address, AddressError, Server};
-use crate::upstream::{Method, Peer, Upstream, UpstreamError, default_name, ngx_inet_addr};
+use crate::upstream::{Method, Peer, Upstream, UpstreamError, default_name, ngx_inet_addr, socket_name};
 
 /// The smallest `zone` size nginx accepts: eight 4 KiB pages.
 const MIN_ZONE: u64 = 8 * 4096;
@@ -61,6 +61,8 @@ pub(crate) struct ServerLine {
     /// The addresses found at startup (`None`: one peer named as written).
     addresses: Option<Vec<std::net::IpAddr>>,
     port: u16,
+    /// Where it is written.
+    at: Location,
 }
 
 /// Compares like C's `strcmp` on nginx's NUL-terminated copy of a token.
@@ -205,6 +207,7 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
         runtime: false,
         addresses: None,
         port: if http { 80 } else { 0 },
+        at: at.clone(),
     };
     let mut resolve = false;
     let mut service = false;
@@ -333,7 +336,12 @@ pub(crate) fn finish(
         Some(Bal::Other(b)) => Balancer::Other((*b).to_string()),
         None => Balancer::RoundRobin,
     };
-    Ok(UpstreamConfig { name: display, context: up.context, location: up.location.clone(), balancer })
+    // In the order the model takes the lines' peers (see `build`).
+    let static_primary = up.servers.iter().filter(|s| !s.runtime && !s.backup);
+    let runtime = up.servers.iter().filter(|s| s.runtime);
+    let backup = up.servers.iter().filter(|s| !s.runtime && s.backup);
+    let servers = static_primary.chain(runtime).chain(backup).map(|s| s.at.clone()).collect();
+    Ok(UpstreamConfig { name: display, context: up.context, location: up.location.clone(), servers, balancer })
 }
 
 /// Turns the server lines into peers and builds the model.
@@ -375,7 +383,7 @@ fn peers_of(line: &ServerLine) -> Vec<Peer> {
             .with_down(line.down)
     };
     match &line.addresses {
-        Some(addrs) => addrs.iter().map(|ip| make(std::net::SocketAddr::new(*ip, line.port).to_string())).collect(),
+        Some(addrs) => addrs.iter().map(|ip| make(socket_name(std::net::SocketAddr::new(*ip, line.port)))).collect(),
         None => vec![make(default_name(&line.server, 80))],
     }
 }

@@ -56,7 +56,7 @@ pub use walk::{MAX_INCLUDE_DEPTH, MAX_NESTING};
 use crate::upstream::Upstream;
 use crate::version::{Libc, NginxVersion};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What kind of file is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -157,6 +157,10 @@ pub struct UpstreamConfig {
     pub context: Context,
     /// Where the block starts.
     pub location: Location,
+    /// Where each `server` line is, in the order the model takes their peers: primary lines (those
+    /// resolved at run time last), then backup lines. Read with `resolve: false`, each line is one peer,
+    /// so `servers[i]` is where the i-th peer of [`Upstream::primary`] then [`Upstream::backup`] is written.
+    pub servers: Vec<Location>,
     /// Its balancer.
     pub balancer: Balancer,
 }
@@ -202,6 +206,7 @@ impl fmt::Display for Warning {
 #[derive(Debug, Clone)]
 pub struct Config {
     file: String,
+    files: Vec<PathBuf>,
     /// Every upstream block, in order.
     pub upstreams: Vec<UpstreamConfig>,
     /// Warnings nginx would log.
@@ -250,7 +255,19 @@ impl Config {
 
     fn run(mut walk: walk::Walk<'_>, text: &[u8], file: &Path) -> Result<Config, ConfigError> {
         walk.main(text, file)?;
-        Ok(Config { file: file.display().to_string(), upstreams: walk.upstreams, warnings: walk.warnings })
+        Ok(Config {
+            file: file.display().to_string(),
+            files: walk.files,
+            upstreams: walk.upstreams,
+            warnings: walk.warnings,
+        })
+    }
+
+    /// The files read from disk, in the order read: the main file ([`Config::load`] only) and every file
+    /// it includes (a file included twice is listed twice). A command that writes files refuses to write
+    /// over these.
+    pub fn files(&self) -> &[PathBuf] {
+        &self.files
     }
 
     /// The upstream named `name` (or the only upstream when `name` is `None`), which must use `hash`.
@@ -336,6 +353,20 @@ mod tests {
     }
 
     const STREAM: &str = "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\n";
+
+    /// Each server line's `file:line`, in the order the model takes the lines' peers: primary lines, then
+    /// backup lines (written before them or not).
+    #[test]
+    fn server_lines_keep_where_they_are_written() {
+        let c = parse(
+            "upstream u {\n  server 10.0.0.1 backup;\n  server 10.0.0.2;\n\n  server 10.0.0.3\n    weight=2;\n  \
+             hash $uri;\n}\n",
+        )
+        .unwrap();
+        let lines: Vec<usize> = c.upstreams[0].servers.iter().map(|l| l.line).collect();
+        assert_eq!(lines, [3, 6, 2]);
+        assert_eq!(c.upstreams[0].servers[1].to_string(), "t.conf:6");
+    }
 
     #[test]
     fn reads_http_and_stream_upstreams() {
@@ -612,6 +643,9 @@ mod tests {
         let names: Vec<&str> = c.upstreams.iter().map(|u| u.name.as_str()).collect();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(c.hash_upstream(Some("a")).unwrap().upstream.primary()[0].weight(), 2);
+        let read: Vec<PathBuf> =
+            ["nginx.conf", "conf.d/a.conf", "conf.d/up.inc", "conf.d/b.conf"].iter().map(|f| dir.join(f)).collect();
+        assert_eq!(c.files(), read, "every file read, in order");
         std::fs::write(dir.join("conf.d/c.conf"), "upstream c { server a weight=0; }\n").unwrap();
         let e = Config::load(dir.join("nginx.conf"), &no_dns).unwrap_err().to_string();
         assert!(e.ends_with("conf.d/c.conf:1"), "{e}");

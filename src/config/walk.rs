@@ -132,6 +132,8 @@ pub(crate) struct Walk<'o> {
     zones: Vec<(Vec<u8>, u64, Context)>,
     pub(crate) upstreams: Vec<UpstreamConfig>,
     pub(crate) warnings: Vec<Warning>,
+    /// Every file read from disk, in the order read.
+    pub(crate) files: Vec<PathBuf>,
 }
 
 impl<'o> Walk<'o> {
@@ -152,6 +154,7 @@ impl<'o> Walk<'o> {
             zones: Vec::new(),
             upstreams: Vec::new(),
             warnings: Vec::new(),
+            files: Vec::new(),
         }
     }
 
@@ -169,7 +172,14 @@ impl<'o> Walk<'o> {
 
     /// Reads the main file's bytes.
     pub(crate) fn read_main(&mut self, path: &Path) -> Result<Vec<u8>, ConfigError> {
-        includes::read(path, None, &mut self.budget)
+        self.read(path, None)
+    }
+
+    /// Reads a file's bytes (within the budget) and notes that it was read.
+    fn read(&mut self, path: &Path, at: Option<&Location>) -> Result<Vec<u8>, ConfigError> {
+        let text = includes::read(path, at, &mut self.budget)?;
+        self.files.push(path.to_path_buf());
+        Ok(text)
     }
 
     pub(crate) fn take_budget(&mut self, n: usize) -> Result<(), ConfigError> {
@@ -494,7 +504,7 @@ impl<'o> Walk<'o> {
                 return fail(ErrorKind::IncludeDepth(MAX_INCLUDE_DEPTH), at);
             }
             for file in files {
-                let text = includes::read(&file, Some(at), &mut self.budget)?;
+                let text = self.read(&file, Some(at))?;
                 let mut inner = Lexer::new(&text, Arc::new(file));
                 self.includes += 1;
                 let r = (|| loop {
@@ -683,7 +693,7 @@ impl<'o> Walk<'o> {
             return Err(ConfigError::invalid(ErrorKind::IncludeDepth(MAX_INCLUDE_DEPTH), at.clone()));
         }
         for file in self.include_files(args, at)? {
-            let text = includes::read(&file, Some(at), &mut self.budget)?;
+            let text = self.read(&file, Some(at))?;
             let mut lx = Lexer::new(&text, Arc::new(file));
             self.includes += 1;
             let r = self.block(&mut lx, ctx, false);

@@ -6,16 +6,39 @@
 //! that run nginx or a port (`verify`, `replay-vectors`, `shim`, and the hidden `record-vectors` and
 //! `cleanup`) come with the `live` feature, on by default.
 
+// `print!` and `println!` for the whole crate: defined before the modules, they take the place of std's
+// there. A failed write to stdout unwinds to `main`, which ends the command as `stdout` says, instead of
+// panicking with "failed printing to stdout". (Only the `live` commands print this way.)
+#[cfg_attr(not(feature = "live"), allow(unused_macros))]
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::stdout::print(format_args!($($arg)*))
+    };
+}
+
+#[cfg_attr(not(feature = "live"), allow(unused_macros))]
+macro_rules! println {
+    () => {
+        $crate::stdout::print(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 mod analysis;
+mod lines;
 #[cfg(feature = "live")]
 mod live;
+mod stdout;
 
 use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser as _;
 use clap::{CommandFactory, Parser, Subcommand};
+use lines::BoundedLines;
 use nginx_ketama::config::{Config, Input, LoadOptions};
 use nginx_ketama::{Libc, NginxVersion, Peer, Upstream, Worker};
-use std::io::{BufRead, BufWriter, ErrorKind, Write};
+use std::io::{BufWriter, ErrorKind, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,14 +52,17 @@ struct Cli {
 
 #[derive(clap::Args)]
 struct UpstreamArgs {
-    /// nginx configuration file (includes are followed).
+    /// nginx configuration file (includes are followed). Host names in its `server` lines are resolved with
+    /// this machine's system resolver (getaddrinfo: /etc/hosts, DNS), as nginx resolves them at start-up, unless
+    /// --no-resolve.
     #[arg(long)]
     config: PathBuf,
     /// The upstream to use (`NAME`, or `http:NAME` / `stream:NAME` when both contexts have one); may be left
     /// out when the file has exactly one.
     #[arg(long)]
     upstream: Option<String>,
-    /// Make every `server` line exactly one peer, with no DNS lookups.
+    /// Make every `server` line exactly one peer, with no DNS lookups. Without it a host name is resolved
+    /// with the system resolver, as nginx does at start-up, and each of its addresses is a peer.
     #[arg(long)]
     no_resolve: bool,
     /// Follow the rules of this nginx version (modelled: 1.18.0 to 1.30.x).
@@ -134,10 +160,22 @@ enum Command {
     Cleanup,
 }
 
+impl Command {
+    /// Whether the exit code is a verdict (`verify`, `replay-vectors`): then a reader that goes away does
+    /// not end the command with 0 (see `stdout`).
+    fn exits_with_a_verdict(&self) -> bool {
+        #[cfg(feature = "live")]
+        if matches!(self, Command::Verify(_) | Command::ReplayVectors { .. }) {
+            return true;
+        }
+        false
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Err(e) = stdout_is_open() {
-        eprintln!("nginx-ketama: writing to stdout: {e}");
+        eprintln!("nginx-ketama: writing stdout: {e}");
         return ExitCode::from(2);
     }
     #[cfg(feature = "live")]
@@ -145,7 +183,28 @@ fn main() -> ExitCode {
         // What these commands start is stopped when they are interrupted.
         live::interrupt::install();
     }
-    let result = match cli.command {
+    let verdict = cli.command.exits_with_a_verdict();
+    // `println!` unwinds with `stdout::Failed` when stdout fails; any other panic goes on as a panic.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli.command))) {
+        Ok(code) => code,
+        Err(payload) => match payload.downcast::<stdout::Failed>() {
+            Ok(failed) => failed.exit(verdict),
+            Err(payload) => std::panic::resume_unwind(payload),
+        },
+    }
+}
+
+/// Runs a command and says how it ended.
+fn run(command: Command) -> ExitCode {
+    // What `print!` left in stdout's buffer is written before the command counts as done.
+    #[cfg(feature = "live")]
+    let verdict = command.exits_with_a_verdict();
+    #[cfg(feature = "live")]
+    let flushed = |code: ExitCode| match stdout::flush() {
+        Ok(()) => code,
+        Err(failed) => failed.exit(verdict),
+    };
+    let result = match command {
         Command::Route { upstream, failed } => route(&upstream, &failed),
         Command::Ring { upstream } => ring(&upstream),
         Command::Explain(args) => analysis::explain::run(&args),
@@ -157,24 +216,26 @@ fn main() -> ExitCode {
         Command::Completions { shell } => completions(shell),
         Command::Man => man(),
         #[cfg(feature = "live")]
-        Command::Verify(args) => return ExitCode::from(live::verify::verify(&args).code()),
+        Command::Verify(args) => return flushed(ExitCode::from(live::verify::verify(&args).code())),
         #[cfg(feature = "live")]
-        Command::ReplayVectors { shim, files } => return live::replay_vectors(&shim, files),
+        Command::ReplayVectors { shim, files } => return flushed(live::replay_vectors(&shim, files)),
         #[cfg(feature = "live")]
         Command::Shim => live::shim(),
         #[cfg(feature = "live")]
-        Command::RecordVectors(args) => return live::record_vectors(args),
+        Command::RecordVectors(args) => return flushed(live::record_vectors(args)),
         #[cfg(feature = "live")]
         Command::Cleanup => live::cleanup(),
     };
-    match result {
+    match result.and_then(|()| Ok(stdout::stdout().flush()?)) {
         Ok(()) => ExitCode::SUCCESS,
-        // A reader that stops early (`| head -1`) is not an error.
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nginx-ketama: {e:#}");
-            ExitCode::from(2)
-        }
+        Err(e) => match stdout::failure(&e) {
+            // A reader that stops early (`| head -1`) is not an error.
+            Some(ErrorKind::BrokenPipe) => ExitCode::SUCCESS,
+            _ => {
+                eprintln!("nginx-ketama: {e:#}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -200,10 +261,6 @@ fn stdout_is_open() -> std::io::Result<()> {
         return Err(std::io::Error::from_raw_os_error(libc::EBADF));
     }
     Ok(())
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe))
 }
 
 fn load(args: &UpstreamArgs) -> Result<(Config, String)> {
@@ -247,17 +304,10 @@ fn route(args: &UpstreamArgs, failed: &[String]) -> Result<()> {
     let upstream: &Upstream = config.hash_upstream(Some(&name))?.upstream;
     let fails = failing(upstream, failed)?;
     let mut worker = Worker::new(upstream);
-    let mut input = std::io::BufReader::with_capacity(64 * 1024, std::io::stdin().lock());
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut input = BoundedLines::new(std::io::stdin().lock(), "stdin", "a key", lines::MAX_KEY_BYTES);
+    let mut out = BufWriter::new(stdout::stdout());
     let mut key = Vec::new();
-    loop {
-        key.clear();
-        if input.read_until(b'\n', &mut key).context("reading keys from stdin")? == 0 {
-            break;
-        }
-        if key.last() == Some(&b'\n') {
-            key.pop();
-        }
+    while input.next_into(&mut key)? {
         let outcome = worker.request(&key, NOW, fails);
         let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
         let line = RouteLine {
@@ -270,7 +320,7 @@ fn route(args: &UpstreamArgs, failed: &[String]) -> Result<()> {
         serde_json::to_writer(&mut out, &line).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;
         // Answer as keys arrive: flush whenever no further input is waiting.
-        if input.buffer().is_empty() {
+        if input.drained() {
             out.flush()?;
         }
     }
@@ -294,7 +344,7 @@ fn ring(args: &UpstreamArgs) -> Result<()> {
     let Some(ring) = config.hash_upstream(Some(&name))?.upstream.ring() else {
         bail!("upstream \"{name}\" uses plain `hash`, which has no ring (add `consistent`)");
     };
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = BufWriter::new(stdout::stdout());
     writeln!(out, "index\thash\tserver")?;
     for (i, p) in ring.points().enumerate() {
         writeln!(out, "{i}\t{:08x}\t{}", p.hash, escape_field(p.server.as_str()))?;
@@ -328,24 +378,29 @@ fn completions(shell: clap_complete::Shell) -> Result<()> {
     // Into memory first: clap_complete panics on a write error (a closed pipe is not one for us).
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut Cli::command(), "nginx-ketama", &mut script);
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout::stdout();
     out.write_all(&script)?;
     out.flush()?;
     Ok(())
 }
 
 fn man() -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+    // Into memory first, as for the completions.
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
+    let mut out = stdout::stdout();
+    out.write_all(&page)?;
     out.flush()?;
     Ok(())
 }
 
 fn resolve_hosts(names: &[String]) -> Result<()> {
+    let mut out = stdout::stdout();
     for name in names {
         let addrs = nginx_ketama::resolve::resolve_host(name).with_context(|| format!("resolving {name}"))?;
         let addrs: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-        println!("{name} {}", addrs.join(" "));
+        writeln!(out, "{name} {}", addrs.join(" "))?;
     }
+    out.flush()?;
     Ok(())
 }

@@ -270,12 +270,12 @@ fn svg_pictures_render() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// The README's pictures (`docs/images/`) are what the commands draw today. To redraw them, from
-/// `crates/cli/tests/data/readme/`: `nginx-ketama share --config nginx.conf --svg ../../../../../docs/images/share.svg`
+/// The pictures in docs/commands.md (`docs/images/`) are what the commands draw today. To redraw them, from
+/// `crates/cli/tests/data/examples/`: `nginx-ketama share --config nginx.conf --svg ../../../../../docs/images/share.svg`
 /// and `nginx-ketama diff --from nginx.conf --to grow.conf --svg ../../../../../docs/images/diff.svg`.
 #[test]
-fn readme_pictures_are_current() {
-    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/readme");
+fn documented_pictures_are_current() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/examples");
     let images = nginx_ketama_harness::repo_root().join("docs/images");
     let dir = std::env::temp_dir().join(format!("nginx-ketama-pictures-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -292,4 +292,45 @@ fn readme_pictures_are_current() {
         assert!(got == want, "docs/images/{name} is stale: redraw it (see this test's comment)");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--svg` never writes over one of the command's inputs, however the path is spelled: the configuration,
+/// a file it includes, `--keys`, the other side of a `diff`. The inputs are left as they were.
+#[test]
+fn svg_onto_an_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("up.inc"), "hash $arg_k consistent;\nserver 127.0.0.1:9001;\nserver 127.0.0.1:9002;\n")
+        .unwrap();
+    std::fs::write(d.join("nginx.conf"), "events {}\nhttp {\n upstream app {\n  include up.inc;\n }\n}\n").unwrap();
+    std::fs::write(d.join("grow.conf"), format!("events {{}}\nhttp {{\n{FIVE}\n}}\n")).unwrap();
+    std::fs::write(d.join("keys.txt"), "a\nb\n").unwrap();
+    std::fs::hard_link(d.join("nginx.conf"), d.join("hard.svg")).unwrap();
+    std::os::unix::fs::symlink("up.inc", d.join("soft.svg")).unwrap();
+    let before: Vec<Vec<u8>> =
+        ["nginx.conf", "up.inc", "grow.conf", "keys.txt"].iter().map(|f| std::fs::read(d.join(f)).unwrap()).collect();
+    let p = |f: &str| d.join(f).to_str().unwrap().to_string();
+    let share = |svg: &str| run(&["share", "--config", &p("nginx.conf"), "--keys", &p("keys.txt"), "--svg", svg]);
+    let diff = |svg: &str| run(&["diff", "--from", &p("nginx.conf"), "--to", &p("grow.conf"), "--svg", svg]);
+    for (out, svg, input) in [
+        (share(&p("nginx.conf")), "nginx.conf", None),
+        (share(&p("hard.svg")), "hard.svg", Some("nginx.conf")),
+        (share(&p("soft.svg")), "soft.svg", Some("up.inc")),
+        (share(&p("up.inc")), "up.inc", Some("up.inc")),
+        (share(&p("keys.txt")), "keys.txt", None),
+        (diff(&p("grow.conf")), "grow.conf", None),
+        (diff(&p("up.inc")), "up.inc", Some("up.inc")),
+    ] {
+        let err = fails(&out);
+        let why = match input {
+            Some(input) if input != svg => format!("it is {}, an input of this command", p(input)),
+            _ => "it is an input of this command".to_string(),
+        };
+        assert_eq!(err, format!("nginx-ketama: not writing {}: {why}\n", p(svg)));
+    }
+    let after: Vec<Vec<u8>> =
+        ["nginx.conf", "up.inc", "grow.conf", "keys.txt"].iter().map(|f| std::fs::read(d.join(f)).unwrap()).collect();
+    assert_eq!(before, after, "no input was written");
+    ok(&share(&p("fresh.svg")));
+    assert!(std::fs::read_to_string(d.join("fresh.svg")).unwrap().starts_with("<svg"));
 }

@@ -204,3 +204,23 @@ fn libc_decides_a_shared_point() {
     }
     fails_with(&["route", "--config", "x.conf", "--libc", "uclibc"], "invalid value 'uclibc' for '--libc");
 }
+
+/// Every command that reads `--config` says in its help that host names are resolved with the system
+/// resolver, as nginx does at start-up, and what `--no-resolve` changes.
+#[test]
+fn help_says_how_names_are_resolved() {
+    for command in ["route", "ring", "explain", "share", "diff", "forge", "compare"] {
+        for help in ["-h", "--help"] {
+            let out = Command::new(CLI).args([command, help]).output().unwrap();
+            assert!(out.status.success(), "{command} {help}");
+            // clap wraps help text to the terminal's width: compare words, not lines.
+            let text = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+            for needle in [
+                "resolved with this machine's system resolver (getaddrinfo: /etc/hosts, DNS), as nginx resolves them at start-up",
+                "--no-resolve Make every `server` line exactly one peer, with no DNS lookups. Without it a host name is resolved with the system resolver",
+            ] {
+                assert!(text.contains(needle), "{command} {help} does not say {needle:?}:\n{text}");
+            }
+        }
+    }
+}

@@ -659,14 +659,14 @@ fn is_worker(pid: i32) -> bool {
 }
 
 /// A `verify --shim` run caught while nginx runs and its hung shim waits (a shim that also started a
-/// process in a session of its own, which ignores SIGHUP and SIGTERM): the run's pid, and everything it
-/// started.
-fn a_busy_verify(m: &str) -> (std::process::Child, Vec<(i32, u64)>) {
+/// process in a session of its own, which ignores SIGHUP and SIGTERM): the run, and everything it started.
+fn a_busy_verify(m: &str, tmp: &std::path::Path) -> (std::process::Child, Vec<(i32, u64)>) {
     let install = provisioned_glibc().expect("checked by the caller");
     let shim = format!("(trap '' HUP TERM INT; setsid sleep {m}) & sleep {m}; true");
-    let child = Command::new(CLI)
+    let mut child = Command::new(CLI)
         .args(["verify", "--backend", "local", "--versions", &install.version.to_string(), "--topologies", "1"])
-        .args(["--keys", "50", "--stream-sessions", "0", "--mismatches", "/dev/null/none", "--shim", &shim])
+        .args(["--keys", "50", "--stream-sessions", "0", "--shim", &shim, "--mismatches"])
+        .arg(tmp.join("m.jsonl"))
         .env("NGINX_KETAMA_SHIM_TIMEOUT", "300")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -676,8 +676,16 @@ fn a_busy_verify(m: &str) -> (std::process::Child, Vec<(i32, u64)>) {
     let pid = child.id() as i32;
     let started = within(Duration::from_secs(60), || {
         sleepers(m).len() == 2 && descendants(pid).iter().any(|&(p, _)| is_worker(p))
+            || child.try_wait().unwrap().is_some()
     });
-    assert!(started, "nginx's worker and the shim's two sleeps did not start");
+    if !started || child.try_wait().unwrap().is_some() {
+        let out = wait_bounded(child, Duration::from_secs(10));
+        panic!(
+            "nginx's worker and the shim's two sleeps did not start:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let mut all = descendants(pid);
     for p in sleepers(m) {
         if let Some(s) = nginx_ketama_harness::owner::stat(p) {
@@ -718,7 +726,8 @@ fn verify_stopped_by_a_signal_leaves_nothing_behind() {
     for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
         let m = marker();
         let _guard = Sleepers(m.clone());
-        let (child, started) = a_busy_verify(&m);
+        let tmp = tempfile::tempdir().unwrap();
+        let (child, started) = a_busy_verify(&m, tmp.path());
         let pid = child.id() as i32;
         assert!(!scratch_of(pid).is_empty(), "the run has scratch directories");
         // SAFETY: a signal to the child this test started.
@@ -747,7 +756,8 @@ fn verify_killed_leaves_nothing_running() {
     }
     let m = marker();
     let _guard = Sleepers(m.clone());
-    let (mut child, started) = a_busy_verify(&m);
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, started) = a_busy_verify(&m, tmp.path());
     let pid = child.id() as i32;
     child.kill().unwrap();
     let out = wait_bounded(child, Duration::from_secs(30));

@@ -4,6 +4,7 @@
 //! per-worker simulator exactly the request order nginx saw — and pipelining keeps the connection busy.
 //! Keys travel as raw bytes in the `X-Key` header (never URL-encoded).
 
+use super::clock::{CLOCK_HEADER, Window};
 use super::netns::Net;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
@@ -16,6 +17,8 @@ pub struct Response {
     pub status: u16,
     /// The `X-Upstream` header (`$upstream_addr`), if present.
     pub upstream_addr: Option<String>,
+    /// The seconds nginx's clock can have read while handling it (the [`CLOCK_HEADER`]), if reported.
+    pub clock: Option<Window>,
 }
 
 /// Sends one GET per key (no `X-Key` header for an empty key) on a single connection to `front` (opened
@@ -98,6 +101,7 @@ fn read_response(reader: &mut impl BufRead) -> io::Result<Response> {
     let status: u16 =
         status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| bad("bad status line"))?;
     let mut upstream_addr = None;
+    let mut clock = None;
     let mut length: Option<usize> = None;
     let mut chunked = false;
     loop {
@@ -114,6 +118,7 @@ fn read_response(reader: &mut impl BufRead) -> io::Result<Response> {
         let value = value.trim();
         match name.to_ascii_lowercase().as_str() {
             "x-upstream" => upstream_addr = Some(value.to_string()),
+            n if n.eq_ignore_ascii_case(CLOCK_HEADER) => clock = Window::parse(value),
             "content-length" => length = value.parse().ok(),
             "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
             _ => {}
@@ -134,7 +139,7 @@ fn read_response(reader: &mut impl BufRead) -> io::Result<Response> {
     } else if let Some(n) = length {
         io::copy(&mut reader.take(n as u64), &mut io::sink())?;
     }
-    Ok(Response { status, upstream_addr })
+    Ok(Response { status, upstream_addr, clock })
 }
 
 #[cfg(test)]
@@ -143,14 +148,22 @@ mod tests {
 
     #[test]
     fn parses_length_and_chunked_bodies() {
-        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Upstream: 127.0.0.1:1, unix:/a\r\n\r\nok\
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Upstream: 127.0.0.1:1, unix:/a\r\n\
+X-Clock: 1764620001.002 1.003\r\n\r\nok\
 HTTP/1.1 502 Bad Gateway\r\nTransfer-Encoding: chunked\r\nX-Upstream: parity\r\n\r\n2\r\nab\r\n0\r\n\r\n";
         let mut r = BufReader::new(&raw[..]);
         assert_eq!(
             read_response(&mut r).unwrap(),
-            Response { status: 200, upstream_addr: Some("127.0.0.1:1, unix:/a".into()) }
+            Response {
+                status: 200,
+                upstream_addr: Some("127.0.0.1:1, unix:/a".into()),
+                clock: Some(Window { first: 1764619999, last: 1764620001 })
+            }
         );
-        assert_eq!(read_response(&mut r).unwrap(), Response { status: 502, upstream_addr: Some("parity".into()) });
+        assert_eq!(
+            read_response(&mut r).unwrap(),
+            Response { status: 502, upstream_addr: Some("parity".into()), clock: None }
+        );
         assert!(read_response(&mut r).is_err());
         assert_eq!(request(b""), b"GET / HTTP/1.1\r\nHost: parity\r\n\r\n");
     }

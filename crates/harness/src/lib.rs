@@ -8,7 +8,8 @@
 //!   echo listeners inside the same nginx.
 //! * [`parity`] plans request sequences (random keys, the empty key, and [`forge`]d keys at both ends of
 //!   every ring arc), sends them pipelined on one connection ([`client`]) and compares them with the
-//!   per-worker simulator; [`stream`] does the same for the stream module.
+//!   per-worker simulator ([`clock`]: following nginx's clock, which decides when a failed server comes
+//!   back); [`stream`] does the same for the stream module.
 //! * [`shim`] drives any implementation through a line protocol instead of the library.
 //! * [`tree`] starts nginx and shims as process trees killed whole on every exit path; [`scratch`] makes the
 //!   directories they use; both record their owner ([`owner`]) so that [`cleanup`] removes only what runs
@@ -24,6 +25,7 @@ pub mod backend;
 pub mod catalog;
 pub mod cleanup;
 pub mod client;
+pub mod clock;
 pub mod golden;
 pub mod install;
 pub mod local;

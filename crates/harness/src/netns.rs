@@ -13,7 +13,11 @@
 //! * the namespace's ephemeral range is set to [`EPHEMERAL_PORTS`], and every address a topology or the
 //!   golden catalog listens on or leaves dead uses a port outside it (see
 //!   [`super::topology::SERVICE_PORTS`]), so the kernel never picks such a port as a source port;
-//! * a private `/etc/hosts` can be bind-mounted for nginx's resolver.
+//! * a private `/etc/hosts` can be bind-mounted for nginx's resolver, and with it a private name service
+//!   ([`private_name_service`]): an `nsswitch.conf` whose `hosts` line is `files`, and nscd's socket
+//!   directory covered. Inside the namespace glibc could otherwise still reach a daemon of the host through
+//!   a unix socket (nscd, systemd-resolved through `nss-resolve`, avahi through `nss-mdns`), which would
+//!   resolve names on the host's network; a unix socket path is reachable from any network namespace.
 //!
 //! This process reaches nginx through sockets it creates inside that namespace ([`NetNs::run`]).
 
@@ -44,18 +48,66 @@ pub fn available() -> bool {
 }
 
 /// Makes `cmd` start in fresh network and mount namespaces: `lo` up, [`EPHEMERAL_PORTS`] as the ephemeral
-/// range, and `hosts` (if any) bind-mounted over `/etc/hosts`.
+/// range, and `hosts` (if any) bind-mounted over `/etc/hosts` with a private name service
+/// ([`private_name_service`], its files written in a `names` directory next to `hosts`).
 ///
 /// # Errors
 ///
-/// A hosts path with a NUL byte. Failures inside the child (not root, no namespace support) make
-/// [`Command::spawn`] fail with the OS error.
+/// A hosts path with a NUL byte, the name service's files not written. Failures inside the child (not
+/// root, no namespace support) make [`Command::spawn`] fail with the OS error.
 pub fn isolate(cmd: &mut Command, hosts: Option<&Path>) -> io::Result<()> {
     let mut binds = Vec::new();
     if let Some(hosts) = hosts {
         binds.push((hosts.to_path_buf(), PathBuf::from("/etc/hosts")));
+        binds.extend(private_name_service(&hosts.with_file_name("names"))?);
     }
-    isolate_with(cmd, &Isolation { binds, ephemeral: EPHEMERAL_PORTS })
+    isolate_with(cmd, &Isolation { binds, ephemeral: EPHEMERAL_PORTS, cwd: None })
+}
+
+/// The system's name service switch file.
+pub const NSSWITCH: &str = "/etc/nsswitch.conf";
+
+/// The directory of the socket through which glibc asks nscd, the name service cache daemon, before any
+/// `nsswitch.conf` module (glibc's `_PATH_NSCDSOCKET` is `/var/run/nscd/socket`).
+pub const NSCD_DIR: &str = "/var/run/nscd";
+
+/// Bind mounts (source, target) that make name resolution inside a namespace private: a copy of
+/// [`NSSWITCH`] whose `hosts` line is `files` (no `dns`, `resolve`, `mdns`, `myhostname`, `sss`… module
+/// is loaded: only the hosts file answers), and an empty directory over [`NSCD_DIR`] (glibc asks nscd
+/// first, whatever `nsswitch.conf` says). A target that does not exist here is left alone: without
+/// `nsswitch.conf` glibc reads the hosts file and asks DNS, which cannot leave the namespace; without
+/// nscd's directory there is no nscd to ask. The files are written in `dir`.
+///
+/// # Errors
+///
+/// `dir` or its files cannot be written.
+pub fn private_name_service(dir: &Path) -> io::Result<Vec<(PathBuf, PathBuf)>> {
+    std::fs::create_dir_all(dir)?;
+    let mut binds = Vec::new();
+    let system = Path::new(NSSWITCH);
+    if system.is_file() {
+        let file = dir.join("nsswitch.conf");
+        std::fs::write(&file, private_nsswitch(&std::fs::read_to_string(system).unwrap_or_default()))?;
+        binds.push((file, system.to_path_buf()));
+    }
+    let nscd = Path::new(NSCD_DIR);
+    if nscd.is_dir() {
+        let empty = dir.join("nscd");
+        std::fs::create_dir_all(&empty)?;
+        binds.push((empty, nscd.canonicalize().unwrap_or_else(|_| nscd.to_path_buf())));
+    }
+    Ok(binds)
+}
+
+/// `system` (an `nsswitch.conf`) with its `hosts` database answered by the hosts file alone.
+pub fn private_nsswitch(system: &str) -> String {
+    let mut out = String::from("# nginx-ketama: private name service, the hosts file only\n");
+    for line in system.lines().filter(|l| !l.trim_start().starts_with("hosts:")) {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str("hosts: files\n");
+    out
 }
 
 /// What a fresh pair of network and mount namespaces holds besides `lo`.
@@ -66,6 +118,9 @@ pub struct Isolation {
     pub binds: Vec<(PathBuf, PathBuf)>,
     /// The namespace's ephemeral port range.
     pub ephemeral: RangeInclusive<u16>,
+    /// The working directory of the processes in the namespace (entering a mount namespace resets it to
+    /// `/`): relative unix socket paths resolve against it. `None`: `/`.
+    pub cwd: Option<PathBuf>,
 }
 
 /// Makes `cmd` start in fresh network and mount namespaces as `isolation` describes, with `lo` up.
@@ -82,6 +137,7 @@ pub fn isolate_with(cmd: &mut Command, isolation: &Isolation) -> io::Result<()> 
         .map(|(from, to)| Ok((cstr(from.as_os_str().as_bytes())?, cstr(to.as_os_str().as_bytes())?)))
         .collect::<io::Result<Vec<(CString, CString)>>>()?;
     let root = cstr(b"/")?;
+    let cwd = isolation.cwd.as_ref().map(|c| cstr(c.as_os_str().as_bytes())).transpose()?;
     let range_file = cstr(b"/proc/sys/net/ipv4/ip_local_port_range")?;
     let range = format!("{} {}\n", isolation.ephemeral.start(), isolation.ephemeral.end()).into_bytes();
     // SAFETY: between fork and exec the closure only makes system calls on memory prepared above; it
@@ -106,6 +162,9 @@ pub fn isolate_with(cmd: &mut Command, isolation: &Isolation) -> io::Result<()> 
             if written != range.len() as isize {
                 return Err(io::Error::last_os_error());
             }
+            if let Some(cwd) = &cwd {
+                check(libc::chdir(cwd.as_ptr()))?;
+            }
             loopback_up()
         });
     }
@@ -120,6 +179,7 @@ pub struct Holder {
     child: std::process::Child,
     net: NetNs,
     mnt: File,
+    cwd: Option<CString>,
 }
 
 impl Holder {
@@ -129,6 +189,12 @@ impl Holder {
     ///
     /// Not root, no namespace support, a bind mount failing.
     pub fn start(isolation: &Isolation) -> io::Result<Holder> {
+        let cwd = match &isolation.cwd {
+            Some(c) => Some(
+                CString::new(c.as_os_str().as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => None,
+        };
         let mut cmd = Command::new("sleep");
         cmd.arg("infinity").stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
         isolate_with(&mut cmd, isolation)?;
@@ -143,7 +209,7 @@ impl Holder {
         let opened =
             NetNs::of(child.id()).and_then(|net| Ok((net, File::open(format!("/proc/{}/ns/mnt", child.id()))?)));
         match opened {
-            Ok((net, mnt)) => Ok(Holder { child, net, mnt }),
+            Ok((net, mnt)) => Ok(Holder { child, net, mnt, cwd }),
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -190,21 +256,33 @@ impl Holder {
         child.stdin.take().expect("piped stdin").write_all(batch.as_bytes())?;
         let out = child.wait_with_output()?;
         if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "nsenter ip -batch: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // `ip -batch` names the failing line as "Command failed -:N": name its address.
+            let failed = stderr
+                .rsplit_once("Command failed -:")
+                .and_then(|(_, n)| n.trim().parse::<usize>().ok())
+                .and_then(|n| addresses.get(n.checked_sub(1)?));
+            let what = failed.map_or_else(String::new, |a| format!(" (adding {a})"));
+            return Err(io::Error::other(format!("nsenter ip -batch{what}: {}", stderr.trim())));
         }
         Ok(())
     }
 
-    /// Makes `cmd` start inside the holder's network and mount namespaces.
+    /// Makes `cmd` start inside the holder's network and mount namespaces, in its working directory.
     pub fn join(&self, cmd: &mut Command) {
         let (net, mnt) = (self.net.file.as_raw_fd(), self.mnt.as_raw_fd());
-        // SAFETY: setns on descriptors this holder keeps open; the child is single-threaded after fork.
+        let cwd = self.cwd.clone();
+        // SAFETY: setns and chdir on descriptors and a string this holder keeps; the child is
+        // single-threaded after fork.
         unsafe {
             cmd.pre_exec(move || {
                 if libc::setns(net, libc::CLONE_NEWNET) != 0 || libc::setns(mnt, libc::CLONE_NEWNS) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                // Entering a mount namespace sets the working directory to its root.
+                if let Some(cwd) = &cwd
+                    && libc::chdir(cwd.as_ptr()) != 0
+                {
                     return Err(io::Error::last_os_error());
                 }
                 Ok(())

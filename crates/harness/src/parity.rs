@@ -2,13 +2,14 @@
 
 use super::backend::{Backend, Instance, log_tail};
 use super::client::{Response, get, pipeline};
+use super::clock::{ClockedModel, Judgement, Unclocked};
 use super::forge::Forger;
 use super::golden::Observation;
 use super::site::{HTTP_KEY, Part, Site};
 use super::topology::{Resolution, Topology, UPSTREAM, random_keys};
 use anyhow::{Context, Result};
 use nginx_ketama::upstream::Upstream;
-use nginx_ketama::worker::{Status, Worker};
+use nginx_ketama::worker::{Outcome, Status, Worker};
 use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
@@ -123,7 +124,12 @@ pub fn expect_with(
     refuses: impl FnMut(&nginx_ketama::Peer) -> bool,
 ) -> Observation {
     let out = worker.request(key, RUN_CLOCK, refuses);
-    let up = worker.upstream();
+    observation(worker.upstream(), &out)
+}
+
+/// What nginx answers when a request on `up` went as `out`: the status and `$upstream_addr` (attempted
+/// addresses, plus the upstream name when nothing usable was left).
+pub fn observation(up: &Upstream, out: &Outcome) -> Observation {
     let mut names: Vec<&str> = out.attempts.iter().map(|&id| up.peer(id).name()).collect();
     if out.status == Status::NoLiveUpstreams {
         names.push(UPSTREAM);
@@ -157,6 +163,8 @@ pub struct RunReport {
     pub arcs_proven: usize,
     /// Every mismatch.
     pub mismatches: Vec<Mismatch>,
+    /// Requests not compared, by why (see [`super::clock`]); counted in `requests`.
+    pub not_comparable: Vec<(Unclocked, usize)>,
     /// Time spent talking to nginx.
     pub elapsed: Duration,
 }
@@ -323,6 +331,53 @@ pub fn compare(plan: &Plan, responses: &[Response], model: &mut dyn Model, elaps
         failovers,
         arcs_proven: if ring_ok { plan.arcs } else { 0 },
         mismatches,
+        not_comparable: Vec::new(),
+        elapsed,
+    }
+}
+
+/// Compares responses with `model`, which follows nginx's clock through each response's window (see
+/// [`super::clock`]): requests whose answer depends on when the clock ticked are counted as not comparable,
+/// never as mismatches. Arcs are proven if every ring key matched, less one arc per ring key not compared.
+pub fn compare_clocked(
+    plan: &Plan,
+    responses: &[Response],
+    model: &mut ClockedModel<'_>,
+    elapsed: Duration,
+) -> RunReport {
+    let mut mismatches = Vec::new();
+    let mut not_comparable: Vec<(Unclocked, usize)> = Vec::new();
+    let mut failovers = 0;
+    let mut ring_ok = true;
+    // Each ring key not compared leaves (at most) one arc unproven.
+    let mut ring_unjudged = 0;
+    for (index, (req, resp)) in plan.requests.iter().zip(responses).enumerate() {
+        let actual = Observation { status: resp.status, upstream_addr: resp.upstream_addr.clone().unwrap_or_default() };
+        if actual.upstream_addr.contains(',') {
+            failovers += 1;
+        }
+        let ring = matches!(req.kind, KeyKind::OnPoint | KeyKind::PastPoint | KeyKind::RingEdge);
+        match model.judge(&req.key, resp.clock, &actual) {
+            Judgement::Match => {}
+            Judgement::Differs(expected) => {
+                ring_ok &= !ring;
+                mismatches.push(Mismatch { index, key: req.key.clone(), kind: req.kind, expected, actual });
+            }
+            Judgement::NotComparable(why) => {
+                ring_unjudged += usize::from(ring);
+                match not_comparable.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, n)) => *n += 1,
+                    None => not_comparable.push((why, 1)),
+                }
+            }
+        }
+    }
+    RunReport {
+        requests: responses.len(),
+        failovers,
+        arcs_proven: if ring_ok { plan.arcs.saturating_sub(ring_unjudged) } else { 0 },
+        mismatches,
+        not_comparable,
         elapsed,
     }
 }

@@ -54,9 +54,37 @@ pub const STREAM_KEY: &str = "$remote_port";
 
 fn listen_arg(l: &Listen) -> String {
     match l {
-        Listen::Tcp(a) => a.to_string(),
-        Listen::Unix(p) => format!("unix:{p}"),
+        Listen::Tcp(a) => token(&a.to_string()),
+        Listen::Unix(p) => token(&format!("unix:{p}")),
     }
+}
+
+/// `s` for inside a double-quoted token of an nginx config: nginx's tokenizer (`ngx_conf_read_token()`)
+/// treats only `"` and `\` specially there (a backslash escapes the next character; `\"` and `\\` unescape
+/// to the character, `\t`, `\r`, `\n` to control characters, anything else stays as written), so both are
+/// escaped and everything else — blanks, `;`, `{`, `}`, `#`, `$`, `'` — is taken literally.
+pub fn escape_in_quotes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `s` as one token of an nginx config, whatever it holds (see [`escape_in_quotes`]).
+pub fn quote(s: &str) -> String {
+    format!("\"{}\"", escape_in_quotes(s))
+}
+
+/// `s` as one token of an nginx config: as written when nginx reads it back unchanged (no blank, no `;`,
+/// `{`, `}`, `#`, quote, backslash, `$` or control character: the spellings of every generated topology
+/// and recorded case), else [`quote`]d.
+pub fn token(s: &str) -> String {
+    let special = |c: char| c.is_control() || c.is_whitespace() || ";{}#\"'\\$".contains(c);
+    if s.is_empty() || s.chars().any(special) { quote(s) } else { s.to_string() }
 }
 
 /// The templates in `nginx/harness/`: the static nginx directives live there, readable as nginx config.
@@ -85,7 +113,7 @@ pub fn render(site: &Site, env: &Environment) -> String {
     let up = super::topology::UPSTREAM;
     let user = if env.user_root { "user root root;\n" } else { "" };
     let load_module = match (&site.stream, &env.stream_module) {
-        (Some(_), Some(m)) => format!("load_module {m};\n"),
+        (Some(_), Some(m)) => format!("load_module {};\n", token(m)),
         _ => String::new(),
     };
     // The HTTP front always exists: its first accepted connection tells that nginx is up (all listening
@@ -97,13 +125,13 @@ pub fn render(site: &Site, env: &Environment) -> String {
             // Round-robin over a name's addresses, all refusing, tries them in list order: one request to
             // /__resolve/<i> reports the resolver's order in $upstream_addr.
             for (i, name) in site.probes.iter().enumerate() {
-                let _ = writeln!(probe_upstreams, "    upstream probe{i} {{ server {name} max_fails=0; }}");
+                let _ = writeln!(probe_upstreams, "    upstream probe{i} {{ server {} max_fails=0; }}", token(name));
                 let _ = writeln!(
                     probes,
                     "        location = /__resolve/{i} {{ proxy_pass http://probe{i}; add_header X-Upstream $upstream_addr always; }}"
                 );
             }
-            let front = fill(HTTP_FRONT, &[("FRONT", &env.http_front), ("UPSTREAM", up), ("PROBES", &probes)]);
+            let front = fill(HTTP_FRONT, &[("FRONT", &token(&env.http_front)), ("UPSTREAM", up), ("PROBES", &probes)]);
             let echo = if http.listeners.is_empty() {
                 String::new()
             } else {
@@ -113,7 +141,7 @@ pub fn render(site: &Site, env: &Environment) -> String {
             };
             format!("{}{probe_upstreams}{front}{echo}", indent(&http.upstream_block, 4))
         }
-        None => format!("    server {{ listen {}; return 204; }}\n", env.http_front),
+        None => format!("    server {{ listen {}; return 204; }}\n", token(&env.http_front)),
     };
     let stream = match &site.stream {
         Some(stream) => {
@@ -126,9 +154,9 @@ pub fn render(site: &Site, env: &Environment) -> String {
                 STREAM,
                 &[
                     ("UPSTREAM_BLOCK", &indent(&stream.upstream_block, 4)),
-                    ("FRONT", &env.stream_front),
+                    ("FRONT", &token(&env.stream_front)),
                     ("UPSTREAM", up),
-                    ("PREFIX", &env.prefix),
+                    ("PREFIX", &escape_in_quotes(&env.prefix)),
                     ("ECHO", &echo),
                 ],
             )
@@ -137,7 +165,13 @@ pub fn render(site: &Site, env: &Environment) -> String {
     };
     fill(
         MAIN,
-        &[("PREFIX", &env.prefix), ("USER", user), ("LOAD_MODULE", &load_module), ("HTTP", &http), ("STREAM", &stream)],
+        &[
+            ("PREFIX", &escape_in_quotes(&env.prefix)),
+            ("USER", user),
+            ("LOAD_MODULE", &load_module),
+            ("HTTP", &http),
+            ("STREAM", &stream),
+        ],
     )
 }
 
@@ -171,7 +205,7 @@ mod tests {
         let conf = render(&site, &env);
         assert!(!conf.contains('@'), "{conf}");
         for needle in [
-            "pid /p/nginx.pid;",
+            "pid \"/p/nginx.pid\";",
             "user root root;",
             "load_module /m.so;",
             "        hash $http_x_key consistent;",
@@ -179,11 +213,78 @@ mod tests {
             "listen unix:/tmp/x.sock;",
             "upstream probe0 { server a.test:9 max_fails=0; }",
             "location = /__resolve/0",
-            "access_log /p/logs/stream.log parity;",
+            "access_log \"/p/logs/stream.log\" parity;",
         ] {
             assert!(conf.contains(needle), "missing {needle:?} in\n{conf}");
         }
         // Balanced braces: nginx would reject the file otherwise.
         assert_eq!(conf.matches('{').count(), conf.matches('}').count());
+    }
+
+    /// Strings with blanks, quotes, `;`, `{`, `}`, `#`, `$` and backslashes come back from nginx's tokenizer
+    /// (the library's config reader follows it) exactly as they went in, as server strings, listen paths
+    /// and the prefix; plain strings are rendered as they are.
+    #[test]
+    fn whatever_a_string_holds_it_is_one_token() {
+        use crate::topology::{Endpoint, ServerLine, Spelling, Topology};
+        use nginx_ketama::config::{Config, LoadOptions};
+        let odd = [
+            "unix:/tmp/sock dir/a.sock",
+            "unix:/tmp/q\"uote'd.sock",
+            "unix:/tmp/semi;colon{brace}.sock",
+            "unix:/tmp/#hash.sock",
+            "unix:/tmp/$dollar${x}.sock",
+            "unix:/tmp/back\\slash\\t.sock",
+            "unix:/tmp/tab\there.sock",
+        ];
+        let lines: Vec<ServerLine> = odd
+            .iter()
+            .map(|s| ServerLine {
+                server: (*s).to_string(),
+                spelling: Spelling::Unix,
+                weight: 1,
+                down: false,
+                dead: false,
+                backup: false,
+                max_fails: 0,
+                fail_timeout: 10,
+                endpoints: vec![Endpoint { listen: Listen::Unix(s["unix:".len()..].to_string()), name: (*s).into() }],
+            })
+            .collect();
+        let t = Topology { seed: 1, method: nginx_ketama::Method::Consistent, lines, hosts: Vec::new() };
+        let block = t.upstream_block(HTTP_KEY, true);
+        let config =
+            Config::parse_str(&block, "t.conf", &LoadOptions::fragment()).unwrap_or_else(|e| panic!("{e}\n{block}"));
+        let read: Vec<String> = match &config.upstreams[0].balancer {
+            nginx_ketama::config::Balancer::Hash { upstream, .. } => {
+                upstream.primary().iter().map(|p| p.server().as_str().to_string()).collect()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(read, odd, "{block}");
+        assert_eq!(token("10.0.0.1:8080"), "10.0.0.1:8080");
+        assert_eq!(token("unix:/run/app.sock"), "unix:/run/app.sock");
+        assert_eq!(token(""), "\"\"");
+        // The whole rendered file, with an odd prefix and odd listeners, tokenizes into the same strings.
+        let site = Site {
+            http: Some(Part { upstream_block: block, listeners: t.live_listeners() }),
+            stream: None,
+            hosts: None,
+            probes: vec![],
+        };
+        let env = Environment {
+            prefix: "/tmp/a \"b\" {c};#".into(),
+            http_front: "127.0.0.1:8".into(),
+            stream_front: "127.0.0.1:9".into(),
+            stream_module: None,
+            user_root: false,
+        };
+        let conf = render(&site, &env);
+        let whole =
+            Config::parse_str(&conf, "nginx.conf", &LoadOptions::default()).unwrap_or_else(|e| panic!("{e}\n{conf}"));
+        assert_eq!(whole.upstreams.len(), 1, "{conf}");
+        for s in odd {
+            assert!(conf.contains(&format!("listen {};", quote(s))), "{s} in\n{conf}");
+        }
     }
 }

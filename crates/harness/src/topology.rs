@@ -321,7 +321,7 @@ impl Topology {
                     .iter()
                     .map(|&ip| Endpoint {
                         listen: Listen::Tcp(SocketAddr::new(ip, port)),
-                        name: SocketAddr::new(ip, port).to_string(),
+                        name: nginx_ketama::upstream::socket_name(SocketAddr::new(ip, port)),
                     })
                     .collect();
             }
@@ -446,7 +446,8 @@ impl Topology {
     pub fn upstream_block(&self, key: &str, keepalive: bool) -> String {
         let mut s = format!("upstream {UPSTREAM} {{\n");
         for l in &self.lines {
-            let _ = write!(s, "    server {} weight={} max_fails={}", l.server, l.weight, l.max_fails);
+            let _ =
+                write!(s, "    server {} weight={} max_fails={}", super::site::token(&l.server), l.weight, l.max_fails);
             if l.max_fails > 0 {
                 let _ = write!(s, " fail_timeout={}s", l.fail_timeout);
             }

@@ -1,7 +1,8 @@
 //! `nginx-ketama compare`: how many keys another ketama implementation sends to the same server.
 
-use super::{Format, csv_line, fraction, json, percent, read_keys, table, unit_words};
+use super::{Format, csv_line, fraction, json, percent, table, unit_words};
 use crate::UpstreamArgs;
+use crate::lines::count_keys;
 use anyhow::Result;
 use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
@@ -186,13 +187,10 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
         _ => Comparison::sampled(up, &map, against, args.samples, args.seed)?,
     };
     let keys = match &args.keys {
-        Some(path) => {
-            let keys = read_keys(path)?;
-            Some((path, Comparison::of_keys(up, &map, against, keys.iter().map(Vec::as_slice))?))
-        }
+        Some(path) => Some((path, count_keys(path, |keys| Comparison::of_keys(up, &map, against, keys))??)),
         None => None,
     };
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = BufWriter::new(crate::stdout::stdout());
     let other = against.to_string();
     match args.format {
         Format::Table => {

@@ -1,6 +1,7 @@
 //! `nginx-ketama diff`: what moves between two configurations (or two nginx versions).
 
-use super::{Format, csv_line, fraction, json, percent, read_keys, table, unit_words, write_svg};
+use super::{Format, csv_line, fraction, json, percent, table, unit_words, write_svg};
+use crate::lines::count_keys;
 use crate::{FragmentOf, UpstreamArgs};
 use anyhow::{Result, bail};
 use nginx_ketama::analysis::diff::Diff;
@@ -12,7 +13,9 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub(crate) struct DiffArgs {
-    /// The configuration before the change.
+    /// The configuration before the change. Host names in `server` lines of both files are resolved with
+    /// this machine's system resolver (getaddrinfo: /etc/hosts, DNS), as nginx resolves them at start-up, unless
+    /// --no-resolve.
     #[arg(long, value_name = "FILE")]
     from: PathBuf,
     /// The configuration after the change (default: the same file, e.g. with --to-version).
@@ -36,7 +39,8 @@ pub(crate) struct DiffArgs {
     /// The C library after (e.g. `--to-libc musl` for a move from Debian to Alpine).
     #[arg(long, default_value_t = Libc::Glibc, value_parser = crate::libc_parser())]
     to_libc: Libc,
-    /// Make every `server` line exactly one peer, with no DNS lookups.
+    /// Make every `server` line exactly one peer, with no DNS lookups. Without it a host name is resolved
+    /// with the system resolver, as nginx does at start-up, and each of its addresses is a peer.
     #[arg(long)]
     no_resolve: bool,
     /// Read both files as fragments (see `route --help`).
@@ -197,7 +201,7 @@ fn load(
     config: PathBuf,
     upstream: Option<String>,
     (version, libc): (NginxVersion, Libc),
-) -> Result<(Upstream, String)> {
+) -> Result<(Upstream, String, Vec<PathBuf>)> {
     let side = UpstreamArgs {
         config,
         upstream,
@@ -207,18 +211,21 @@ fn load(
         fragment: args.fragment,
     };
     let (config, name) = crate::load(&side)?;
-    Ok((config.hash_upstream(Some(&name))?.upstream.clone(), name))
+    Ok((config.hash_upstream(Some(&name))?.upstream.clone(), name, config.files().to_vec()))
 }
 
 pub(crate) fn run(args: &DiffArgs) -> Result<()> {
     let to_path = args.to.clone().unwrap_or_else(|| args.from.clone());
-    let (from, from_name) = load(args, args.from.clone(), args.upstream.clone(), (args.from_version, args.from_libc))?;
-    let (to, to_name) = load(
+    let (from, from_name, mut inputs) =
+        load(args, args.from.clone(), args.upstream.clone(), (args.from_version, args.from_libc))?;
+    let (to, to_name, to_files) = load(
         args,
         to_path.clone(),
         args.to_upstream.clone().or_else(|| args.upstream.clone()),
         (args.to_version, args.to_libc),
     )?;
+    inputs.extend(to_files);
+    inputs.extend(args.keys.clone());
     // A --failed server must exist on one side at least.
     for f in &args.failed {
         let known =
@@ -232,15 +239,12 @@ pub(crate) fn run(args: &DiffArgs) -> Result<()> {
         (PickMap::with_failing(&from, fails, args.key_length), PickMap::with_failing(&to, fails, args.key_length));
     let diff = Diff::of(&a, &b);
     let keys = match &args.keys {
-        Some(path) => {
-            let keys = read_keys(path)?;
-            Some((path, Diff::of_keys(&a, &b, keys.iter().map(Vec::as_slice))))
-        }
+        Some(path) => Some((path, count_keys(path, |keys| Diff::of_keys(&a, &b, keys))?)),
         None => None,
     };
     if let Some(path) = &args.svg {
         let title = format!("{} → {}", args.from.display(), to_path.display());
-        write_svg(path, &svg::diff_svg(&a, &b, &title))?;
+        write_svg(path, &svg::diff_svg(&a, &b, &title), inputs)?;
     }
     let side = |path: &PathBuf, name: &str, up: &Upstream, map: &PickMap| SideJson {
         config: path.display().to_string(),
@@ -249,7 +253,7 @@ pub(crate) fn run(args: &DiffArgs) -> Result<()> {
         libc: up.libc().as_str(),
         basis: super::basis_name(nginx_ketama::analysis::Unit::HashSpace(map.basis())),
     };
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = BufWriter::new(crate::stdout::stdout());
     match args.format {
         Format::Table => {
             let describe = |path: &PathBuf, name: &str, up: &Upstream| {

@@ -201,7 +201,7 @@ pub(crate) fn run(args: &ExplainArgs) -> Result<()> {
         .iter()
         .map(|k| explain(&mut worker, std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str()), crate::NOW, fails))
         .collect();
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = BufWriter::new(crate::stdout::stdout());
     match args.format {
         Format::Json => json(&mut out, &explanations.iter().map(|e| to_json(up, e)).collect::<Vec<_>>())?,
         _ => {

@@ -62,7 +62,7 @@ pub(crate) fn run(args: &ForgeArgs) -> Result<()> {
             point: k.point,
         })
         .collect();
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = BufWriter::new(crate::stdout::stdout());
     let point = |p: Option<usize>| p.map_or_else(String::new, |p| p.to_string());
     match args.format {
         Format::Table => {

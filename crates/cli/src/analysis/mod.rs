@@ -1,7 +1,7 @@
 //! The analysis commands (`explain`, `share`, `diff`, `forge`, `compare`): a thin layer over
 //! `nginx_ketama::analysis` that loads the configuration, calls the library and prints a table, JSON or
-//! CSV. Each command's JSON has one schema, the `Serialize` structs of its module (documented in the
-//! README).
+//! CSV. Each command's JSON has one schema, the `Serialize` structs of its module (documented in
+//! docs/commands.md).
 
 pub(crate) mod compare;
 pub(crate) mod diff;
@@ -9,10 +9,10 @@ pub(crate) mod explain;
 pub(crate) mod forge;
 pub(crate) mod share;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use nginx_ketama::analysis::share::Unit;
 use nginx_ketama::analysis::{Basis, ServerHealth};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// How a command prints.
@@ -26,28 +26,12 @@ pub(crate) enum Format {
     Csv,
 }
 
-/// Reads `--keys FILE`: one key per line, split on `\n` only (an empty line is the empty key; a final
-/// newline does not start one more key), as `route` reads stdin.
-pub(crate) fn read_keys(path: &Path) -> Result<Vec<Vec<u8>>> {
-    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut input = std::io::BufReader::new(file);
-    let mut keys = Vec::new();
-    loop {
-        let mut key = Vec::new();
-        if input.read_until(b'\n', &mut key).with_context(|| format!("reading {}", path.display()))? == 0 {
-            break;
-        }
-        if key.last() == Some(&b'\n') {
-            key.pop();
-        }
-        keys.push(key);
-    }
-    Ok(keys)
-}
-
-/// Writes `--svg FILE`.
-pub(crate) fn write_svg(path: &PathBuf, svg: &str) -> Result<()> {
-    std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))
+/// Writes `--svg FILE` as `nginx_ketama_output` writes a file (whole, through a device or FIFO, never
+/// replacing what is not a regular file), refusing one of the command's `inputs` (its configuration files
+/// and `--keys`).
+pub(crate) fn write_svg(path: &Path, svg: &str, inputs: Vec<PathBuf>) -> Result<()> {
+    nginx_ketama_output::write(path, svg.as_bytes(), &nginx_ketama_output::Options { create_dirs: false, inputs })?;
+    Ok(())
 }
 
 /// `n / total` as a percentage with three decimals.

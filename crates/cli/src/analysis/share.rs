@@ -1,7 +1,8 @@
 //! `nginx-ketama share`: each server's exact share of first picks.
 
-use super::{Format, csv_line, fraction, health_name, json, percent, read_keys, table, unit_words, write_svg};
+use super::{Format, csv_line, fraction, health_name, json, percent, table, unit_words, write_svg};
 use crate::UpstreamArgs;
+use crate::lines::count_keys;
 use anyhow::Result;
 use nginx_ketama::analysis::{PickMap, Share, svg};
 use std::io::{BufWriter, Write};
@@ -86,18 +87,16 @@ pub(crate) fn run(args: &ShareArgs) -> Result<()> {
     let map = PickMap::with_failing(up, fails, args.key_length);
     let share = Share::of(&map);
     let keys = match &args.keys {
-        Some(path) => {
-            let keys = read_keys(path)?;
-            Some((path, Share::of_keys(&map, keys.iter().map(Vec::as_slice))))
-        }
+        Some(path) => Some((path, count_keys(path, |keys| Share::of_keys(&map, keys))?)),
         None => None,
     };
     if let Some(path) = &args.svg {
         let title = format!("upstream {name}: share of first picks");
-        write_svg(path, &svg::share_svg(&map, &title))?;
+        let inputs = config.files().iter().cloned().chain(args.keys.clone()).collect();
+        write_svg(path, &svg::share_svg(&map, &title), inputs)?;
     }
     let method = up.method().as_str();
-    let mut out = BufWriter::new(std::io::stdout().lock());
+    let mut out = BufWriter::new(crate::stdout::stdout());
     match args.format {
         Format::Table => {
             writeln!(out, "upstream {name} ({method}, nginx {}): {}", up.version(), unit_words(share.unit))?;

@@ -88,9 +88,16 @@ pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
     }
 }
 
-/// The reference shim: this library answering the shim protocol on stdin and stdout.
+/// The reference shim: this library answering the shim protocol on stdin and stdout (a message longer than
+/// [`crate::lines::MAX_SHIM_MESSAGE_BYTES`] is an error, not a process that grows without end).
 pub(crate) fn shim() -> Result<()> {
-    nginx_ketama_harness::shim::serve(std::io::stdin().lock(), std::io::stdout().lock())
+    let input = crate::lines::BoundedLines::new(
+        std::io::stdin().lock(),
+        "stdin",
+        "a shim message",
+        crate::lines::MAX_SHIM_MESSAGE_BYTES,
+    );
+    nginx_ketama_harness::shim::serve(input, crate::stdout::stdout())
 }
 
 /// Removes what killed runs left behind, printing one line per thing removed.

@@ -1,17 +1,20 @@
 //! `nginx-ketama verify --config FILE [--upstream NAME]...`: the user's own upstreams, proven on every
 //! provisioned nginx with their addresses made local in a private network namespace.
 
-use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, write_findings};
+use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, save_findings};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
 use nginx_ketama_harness::backend::Backend;
+use nginx_ketama_harness::clock::Unclocked;
 use nginx_ketama_harness::install::{Installation, Origin};
 use nginx_ketama_harness::netns;
-use nginx_ketama_harness::own_config::plan::NameSource;
-use nginx_ketama_harness::own_config::{self, Choice, ProveOptions, Prover, UpstreamReport};
+use nginx_ketama_harness::own_config::plan::{NameSource, Unhostable, summarize};
+use nginx_ketama_harness::own_config::{self, Choice, Progress, ProveOptions, Prover, UpstreamReport};
 use nginx_ketama_harness::parity::show_key;
 use std::fmt::Write as _;
+use std::io::IsTerminal as _;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// The command that runs one upstream of `file` on one build again.
 pub(crate) fn replay_command(args: &VerifyArgs, file: &Path, upstream: &str, install: &Installation) -> String {
@@ -33,6 +36,14 @@ pub(crate) fn replay_command(args: &VerifyArgs, file: &Path, upstream: &str, ins
     }
     cmd
 }
+
+/// Requests per second this harness reached with a debug build on the project's 2-core machine (a release
+/// build is faster): used only to say up front about how long a long run takes; progress lines use the real
+/// rate.
+const TYPICAL_RATE: f64 = 20_000.0;
+
+/// Runs that send more requests than this are announced as long, with an estimate and how to shorten them.
+const LONG_RUN: usize = 2_000_000;
 
 /// Runs `verify --config`.
 pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
@@ -83,14 +94,20 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
     for s in &first.skipped {
         println!("  skipped: {} ({}): {}", s.name, s.location, s.why);
     }
-    if !first.prove.is_empty() {
-        let keys: Vec<String> = first.prove.iter().map(|u| format!("{} ({})", u.key, u.name)).collect();
-        println!(
-            "  keys: the proof sends raw keys in place of each key expression: {}; how nginx builds a key from its \
-             expression is not proven",
-            keys.join(", ")
+    if first.prove.is_empty() {
+        eprintln!(
+            "nginx-ketama: nothing to prove: {} has no upstream this proof can run (a `hash` upstream without \
+             servers resolved at run time; see the skipped ones above)",
+            file.display()
         );
+        return Verdict::Usage;
     }
+    let keys: Vec<String> = first.prove.iter().map(|u| format!("{} ({})", u.key, u.name)).collect();
+    println!(
+        "  keys: the proof sends raw keys in place of each key expression: {}; how nginx builds a key from its \
+         expression is not proven",
+        keys.join(", ")
+    );
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
@@ -102,6 +119,10 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
     let install_refs: Vec<&Installation> = choices.iter().map(|(i, _)| i).collect();
     let prover = match Prover::new(&upstream_refs, &install_refs, &exe) {
         Ok(p) => p,
+        Err(e) if e.downcast_ref::<Unhostable>().is_some() => {
+            eprintln!("nginx-ketama: {} cannot be hosted: {e:#}", file.display());
+            return Verdict::Usage;
+        }
         Err(e) => {
             eprintln!("nginx-ketama: preparing the namespace for {}: {e:#}", file.display());
             return Verdict::HarnessFault;
@@ -113,46 +134,57 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
         keys: args.keys,
         prove_ring: !args.no_ring_proof,
         failure_runs: args.failure_runs,
+        failure_pause: None,
     };
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>11} {bar:30} {pos:>7}/{len:7} {elapsed:>4} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let mut reports: Vec<UpstreamReport> = Vec::new();
+    // What will run, and how much: said before anything runs.
     let mut not_run: Vec<String> = Vec::new();
+    let mut planned: Vec<(&Installation, &own_config::ConfigUpstream, usize)> = Vec::new();
     let mut faults = 0;
     for (install, choice) in &choices {
         let choice = match choice {
             Ok(c) => c,
             Err(e) => {
-                bar.println(format!("harness fault: nginx {} rejects the config: {e}", install.label()));
+                println!("harness fault: nginx {} rejects the config: {e}", install.label());
                 faults += 1;
                 continue;
             }
         };
         for u in &choice.prove {
-            if let Err(why) = prover.runnable(&u.topology) {
-                if !not_run.iter().any(|n| n.starts_with(&format!("{}:", u.name))) {
-                    not_run.push(format!("{}: {why}", u.name));
+            match prover.runnable(u) {
+                Ok(()) => planned.push((install, u, own_config::requests_per_run(u, &options))),
+                Err(why) => {
+                    if !not_run.iter().any(|n| n.starts_with(&format!("{}:", u.name))) {
+                        not_run.push(format!("{}: {why}", u.name));
+                    }
                 }
-                continue;
             }
-            bar.set_prefix(install.label());
-            bar.set_message(u.name.clone());
-            let replay = replay_command(args, file, &u.name, install);
-            let report = prover.prove(install, u, &options, &replay, &mut |n, total| {
-                bar.set_length(total as u64);
-                bar.set_position(n as u64);
-            });
-            reports.push(report);
         }
     }
-    bar.finish_and_clear();
     for n in &not_run {
         println!("  not run: {n}");
     }
-    print!("{}", table(&reports));
+    let runs = 1 + options.failure_runs;
+    let total: usize = planned.iter().map(|(_, _, per_run)| per_run * runs).sum();
+    if !planned.is_empty() {
+        println!("{}", estimate(&planned, runs, !args.no_ring_proof));
+    }
+    let mut progress = Reporter::new(total);
+    let mut reports: Vec<UpstreamReport> = Vec::new();
+    for (install, u, per_run) in &planned {
+        let replay = replay_command(args, file, &u.name, install);
+        let label = format!("{} {}", install.label(), u.name);
+        let report = prover.prove(install, u, &options, &replay, &mut |p| {
+            if let Some(line) = progress.update(&label, p) {
+                eprintln!("{line}");
+            }
+        });
+        progress.finished(report.requests, per_run * runs);
+        reports.push(report);
+    }
+    progress.finish();
+    if !reports.is_empty() {
+        print!("{}", table(&reports));
+    }
     let mut order: Vec<(String, String)> = Vec::new();
     for r in &reports {
         for (name, ips) in &r.resolution {
@@ -172,9 +204,28 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
             for line in f.lines() {
                 println!("    {line}");
             }
-            println!("  replay: {}", replay_command(args, file, &r.upstream, installation_of(&choices, &r.build)));
+            if let Some(install) = choices.iter().map(|(i, _)| i).find(|i| i.label() == r.build) {
+                println!("  replay: {}", replay_command(args, file, &r.upstream, install));
+            }
             faults += 1;
         }
+    }
+    let not_compared: usize = reports.iter().map(UpstreamReport::not_compared).sum();
+    if not_compared > 0 {
+        let mut why: Vec<(Unclocked, usize)> = Vec::new();
+        for (w, n) in reports.iter().flat_map(|r| &r.not_comparable) {
+            match why.iter_mut().find(|(x, _)| x == w) {
+                Some((_, m)) => *m += n,
+                None => why.push((*w, *n)),
+            }
+        }
+        let why: Vec<String> = why.iter().map(|(w, n)| format!("{n}: {w}")).collect();
+        println!(
+            "not comparable: {not_compared} request{} ({}); nginx's clock (whole seconds) decides when a failed \
+             server comes back, and a second can end inside a request; none of them is counted as compared",
+            if not_compared == 1 { "" } else { "s" },
+            why.join("; ")
+        );
     }
     let findings: Vec<_> = reports.iter().flat_map(|r| r.findings.iter().cloned()).collect();
     for f in findings.iter().take(5) {
@@ -188,30 +239,164 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
             f.replay
         );
     }
+    let compared: usize = reports.iter().map(|r| r.requests - r.not_compared()).sum();
+    let refused_only = reports.is_empty() && faults == 0 && prover.plan().is_some_and(|p| !p.refused.is_empty());
     let verdict = if !findings.is_empty() {
         Verdict::Mismatches
-    } else if faults > 0 || reports.iter().all(|r| r.requests == 0) {
+    } else if refused_only {
+        Verdict::Usage
+    } else if faults > 0 || compared == 0 {
         Verdict::HarnessFault
     } else {
         Verdict::Proven
     };
     match verdict {
+        Verdict::Proven if not_compared > 0 => println!(
+            "0 mismatches: the library routes exactly like nginx on every compared request above ({compared} \
+             compared, {not_compared} not comparable)."
+        ),
         Verdict::Proven => println!("0 mismatches: the library routes exactly like nginx on every request above."),
+        Verdict::Usage => eprintln!(
+            "nginx-ketama: nothing to prove: no upstream of {} can be hosted here (see \"not run\" above)",
+            file.display()
+        ),
         Verdict::HarnessFault if faults == 0 => println!("nothing checked: no request was compared"),
         Verdict::HarnessFault => println!("harness fault: this run proves nothing (see above)"),
-        _ => {}
+        // --config proves the library (no shim), so there is no protocol to break.
+        Verdict::Mismatches | Verdict::ProtocolFault => {}
     }
-    if !findings.is_empty() {
-        match write_findings(args, &findings) {
-            Ok(()) => println!("{} mismatches; all of them are in {}", findings.len(), args.mismatches.display()),
-            Err(e) => eprintln!("nginx-ketama: writing {}: {e:#}", args.mismatches.display()),
-        }
-    }
+    save_findings(args, &findings, verdict);
     verdict
 }
 
-fn installation_of<'a>(choices: &'a [(Installation, Result<Choice, String>)], label: &str) -> &'a Installation {
-    choices.iter().map(|(i, _)| i).find(|i| i.label() == label).expect("a report's build")
+/// What the proof will send, said up front: requests per run for each upstream and in all; for a long
+/// run, about how long it takes and how to shorten it.
+fn estimate(planned: &[(&Installation, &own_config::ConfigUpstream, usize)], runs: usize, ring: bool) -> String {
+    let builds = {
+        let mut b: Vec<String> = planned.iter().map(|(i, _, _)| i.label()).collect();
+        b.dedup();
+        b.len()
+    };
+    let total: usize = planned.iter().map(|(_, _, n)| n * runs).sum();
+    let mut per: Vec<String> = Vec::new();
+    for (_, u, n) in planned {
+        let item = format!("{} {}", u.name, thousands(*n));
+        if !per.contains(&item) {
+            per.push(item);
+        }
+    }
+    let mut out = format!(
+        "plan: {} requests in all: {builds} build{} × {runs} run{} of each upstream (requests per run: {})",
+        thousands(total),
+        if builds == 1 { "" } else { "s" },
+        if runs == 1 { "" } else { "s" },
+        per.join(", ")
+    );
+    if total > LONG_RUN {
+        let secs = total as f64 / TYPICAL_RATE;
+        let _ = write!(
+            out,
+            "\n  a long run: about {} at {} requests/s (the progress line estimates from the real rate)",
+            duration(secs),
+            thousands(TYPICAL_RATE as usize)
+        );
+        if ring {
+            out.push_str("; --no-ring-proof drops the two forged keys per ring point");
+        }
+        out.push_str("; --upstream NAME, --versions or --failure-runs make it shorter");
+    }
+    out
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: usize) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Seconds as `45 s`, `12 min`, `2.5 h`.
+fn duration(secs: f64) -> String {
+    if secs < 90.0 {
+        format!("{secs:.0} s")
+    } else if secs < 5400.0 {
+        format!("{:.0} min", secs / 60.0)
+    } else {
+        format!("{:.1} h", secs / 3600.0)
+    }
+}
+
+/// Progress on stderr: a bar on a terminal; otherwise a line every [`Reporter::EVERY`], so that a long run
+/// in CI is never silent.
+struct Reporter {
+    bar: ProgressBar,
+    plain: bool,
+    started: Instant,
+    last_line: Instant,
+    /// Requests of finished proofs.
+    done: usize,
+    /// Requests expected in all (estimates, corrected as proofs finish).
+    total: usize,
+}
+
+impl Reporter {
+    const EVERY: Duration = Duration::from_secs(10);
+
+    fn new(total: usize) -> Reporter {
+        let plain = !std::io::stderr().is_terminal();
+        let bar = if plain { ProgressBar::hidden() } else { ProgressBar::new(total as u64) };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>11} {bar:30} {pos:>9}/{len:9} {elapsed:>4} (eta {eta}) {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        let now = Instant::now();
+        Reporter { bar, plain, started: now, last_line: now, done: 0, total }
+    }
+
+    /// Moves the bar; without one, returns the line to print when one is due.
+    fn update(&mut self, label: &str, p: Progress) -> Option<String> {
+        let done = self.done + p.run * p.total + p.done;
+        self.bar.set_message(format!("{label}, run {}/{}", p.run + 1, p.runs));
+        self.bar.set_position(done as u64);
+        if !self.plain || self.last_line.elapsed() < Self::EVERY {
+            return None;
+        }
+        self.last_line = Instant::now();
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let left = if done > 0 && self.total > done {
+            format!(", about {} left", duration(elapsed * (self.total - done) as f64 / done as f64))
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "nginx-ketama: {label}, run {}/{}: {}/{} requests; {} of about {} in all, {} elapsed{left}",
+            p.run + 1,
+            p.runs,
+            thousands(p.done),
+            thousands(p.total),
+            thousands(done),
+            thousands(self.total),
+            duration(elapsed)
+        ))
+    }
+
+    /// A proof planned at `estimate` requests sent `requests`.
+    fn finished(&mut self, requests: usize, estimate: usize) {
+        self.done += requests;
+        self.total = (self.total + requests).saturating_sub(estimate).max(self.done);
+        self.bar.set_length(self.total as u64);
+        self.bar.set_position(self.done as u64);
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 fn print_environment(prover: &Prover) {
@@ -223,36 +408,45 @@ fn print_environment(prover: &Prover) {
         );
         return;
     };
-    let addrs: Vec<String> = plan.on_lo.iter().map(ToString::to_string).collect();
+    let on_lo = match plan.on_lo.len() {
+        0 => "no address added to its lo".to_string(),
+        n => format!("{n} addresses added to its lo ({})", summarize(plan.on_lo.iter(), 5)),
+    };
     println!(
-        "  network: a private network namespace; {} addresses added to its lo ({}); front {}; ephemeral ports {}-{} \
-         (no port of the config)",
-        addrs.len(),
-        addrs.join(", "),
+        "  network: a private network namespace; {on_lo}; front {}; ephemeral ports {}-{} (no port of the config); \
+         names resolved with a private name service (the hosts file only)",
         plan.front,
         plan.ephemeral.start(),
         plan.ephemeral.end()
     );
-    for n in &plan.names {
-        let ips: Vec<String> = n.addresses.iter().map(ToString::to_string).collect();
+    const NAMES_SHOWN: usize = 10;
+    for n in plan.names.iter().take(NAMES_SHOWN) {
+        let ips = summarize(n.addresses.iter(), 5);
         match n.source {
             NameSource::Machine => println!(
-                "  hostname {}: {} (resolves on this machine; resolved inside a private namespace, so no DNS query \
-                 left it)",
-                n.name,
-                ips.join(", ")
+                "  hostname {}: {ips} (resolves on this machine; resolved inside a private namespace from the hosts \
+                 file, so no query left it)",
+                n.name
             ),
             NameSource::StandIn => {
-                println!("  hostname {}: does not resolve on this machine; stand-in address {}", n.name, ips.join(", "))
+                println!("  hostname {}: does not resolve on this machine; stand-in address {ips}", n.name)
             }
         }
     }
+    if plan.names.len() > NAMES_SHOWN {
+        println!("  … and {} more hostnames", plan.names.len() - NAMES_SHOWN);
+    }
     for s in &plan.shadows {
-        let socks: Vec<String> = s.sockets.iter().map(|p| p.display().to_string()).collect();
         println!(
             "  unix sockets {}: in a private directory mounted over {} (inside the namespace only)",
-            socks.join(", "),
+            summarize(s.sockets.iter().map(|p| p.path.display()), 5),
             s.target.display()
+        );
+    }
+    if !plan.relative.is_empty() {
+        println!(
+            "  unix sockets {}: relative paths, in the namespace's private working directory",
+            summarize(plan.relative.iter().map(|p| p.display()), 5)
         );
     }
 }
@@ -260,7 +454,7 @@ fn print_environment(prover: &Prover) {
 /// One row per build and upstream.
 pub(crate) fn table(reports: &[UpstreamReport]) -> String {
     let mut out = format!(
-        "{:<11} {:<12} {:<10} {:>7} {:>5} {:>6} {:>11} {:>8} {:>4} {:>9} {:>10}\n",
+        "{:<11} {:<12} {:<10} {:>7} {:>5} {:>6} {:>11} {:>8} {:>4} {:>9} {:>14} {:>10}\n",
         "nginx",
         "upstream",
         "method",
@@ -271,12 +465,13 @@ pub(crate) fn table(reports: &[UpstreamReport]) -> String {
         "requests",
         "runs",
         "failovers",
+        "not comparable",
         "mismatches"
     );
     for r in reports {
         let _ = writeln!(
             out,
-            "{:<11} {:<12} {:<10} {:>7} {:>5} {:>6} {:>11} {:>8} {:>4} {:>9} {:>10}",
+            "{:<11} {:<12} {:<10} {:>7} {:>5} {:>6} {:>11} {:>8} {:>4} {:>9} {:>14} {:>10}",
             r.build,
             r.upstream,
             r.method.as_str(),
@@ -287,6 +482,7 @@ pub(crate) fn table(reports: &[UpstreamReport]) -> String {
             r.requests,
             r.runs,
             r.failovers,
+            r.not_compared(),
             if r.fault.is_some() { "fault".to_string() } else { r.findings.len().to_string() }
         );
     }
@@ -325,6 +521,63 @@ mod tests {
         assert!(Wrap::try_parse_from(["x", "--upstream", "app"]).is_err(), "--upstream needs --config");
     }
 
+    fn install() -> Installation {
+        Installation {
+            version: "1.30.6".parse().unwrap(),
+            libc: Libc::Glibc,
+            stream: nginx_ketama_harness::install::Stream::BuiltIn,
+            configure: Vec::new(),
+            origin: Origin::Provisioned { dir: "/nowhere".into(), package: "1.30.6-1".into() },
+        }
+    }
+
+    fn upstream(text: &str) -> own_config::ConfigUpstream {
+        let options =
+            nginx_ketama::config::LoadOptions { resolve: false, ..nginx_ketama::config::LoadOptions::fragment() };
+        let config = nginx_ketama::config::Config::parse_str(text, "t.conf", &options).unwrap();
+        own_config::choose(&config, &[], 1).unwrap().prove.remove(0)
+    }
+
+    /// What will be sent is said up front; a long run also says about how long and how to shorten it
+    /// (200 servers at weight=100: 3.2 million ring points, two forged keys each).
+    #[test]
+    fn long_runs_are_estimated_up_front() {
+        let heavy: String = (0..200).map(|i| format!("server 10.1.{i}.1:8080 weight=100;\n")).collect();
+        let heavy = upstream(&format!("upstream w100 {{ hash $uri consistent;\n{heavy}}}"));
+        let options = ProveOptions { seed: 1, keys: 3000, prove_ring: true, failure_runs: 4, failure_pause: None };
+        let per_run = own_config::requests_per_run(&heavy, &options);
+        assert_eq!(per_run, 3000 + 60 + 2 * 160 * 200 * 100 + 2);
+        let i = install();
+        let text = estimate(&[(&i, &heavy, per_run)], 5, true);
+        assert!(text.starts_with("plan: 32,015,310 requests in all: 1 build × 5 runs of each upstream"), "{text}");
+        assert!(text.contains("a long run: about") && text.contains("--no-ring-proof"), "{text}");
+        let small = upstream("upstream s { hash $uri; server 10.0.0.1; server 10.0.0.2; }");
+        let text = estimate(&[(&i, &small, 3060)], 5, true);
+        assert!(!text.contains("long run"), "{text}");
+    }
+
+    /// Without a terminal, progress is a line every ten seconds (a bar on a terminal).
+    #[test]
+    fn progress_without_a_terminal_is_a_line_every_ten_seconds() {
+        let mut r = Reporter::new(1000);
+        r.plain = true;
+        let p = Progress { run: 1, runs: 5, done: 50, total: 200 };
+        assert_eq!(r.update("1.30.6 app", p), None, "not yet due");
+        r.last_line -= Reporter::EVERY;
+        r.started -= Duration::from_secs(25);
+        let line = r.update("1.30.6 app", p).unwrap();
+        assert!(
+            line.starts_with(
+                "nginx-ketama: 1.30.6 app, run 2/5: 50/200 requests; 250 of about 1,000 in all, 25 s elapsed, about"
+            ),
+            "{line}"
+        );
+        assert_eq!(r.update("1.30.6 app", p), None, "one line per period");
+        r.finished(1000, 1000);
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(duration(7200.0), "2.0 h");
+    }
+
     #[test]
     fn the_table_has_one_row_per_build_and_upstream() {
         let r = UpstreamReport {
@@ -341,7 +594,7 @@ mod tests {
         assert_eq!(rows.len(), 2);
         assert_eq!(
             rows[1].split_whitespace().collect::<Vec<_>>(),
-            ["1.30.6", "app", "consistent", "6", "6", "1440", "1440", "100", "5", "3", "0"]
+            ["1.30.6", "app", "consistent", "6", "6", "1440", "1440", "100", "5", "3", "0", "0"]
         );
     }
 }

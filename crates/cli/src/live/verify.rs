@@ -3,14 +3,18 @@
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
+use nginx_ketama::config::{Config, LoadOptions};
 use nginx_ketama::version::NginxVersion;
 use nginx_ketama_harness::backend::{Backend, Image, ImageOrigin, docker_available, docker_backend};
+use nginx_ketama_harness::golden::utc_time;
 use nginx_ketama_harness::install::Installation;
 use nginx_ketama_harness::parity::{clip, show_key};
 use nginx_ketama_harness::sweep::{Event, FaultKind, Finding, SweepOptions, VersionReport, sweep_backend};
-use std::io::Write;
-use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use nginx_ketama_output::FileId;
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Where `verify` runs nginx.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -133,7 +137,11 @@ pub(crate) struct VerifyArgs {
     /// fault, since a shim that hangs would cost $NGINX_KETAMA_SHIM_TIMEOUT on every topology).
     #[arg(long, requires = "shim")]
     pub keep_going: bool,
-    /// Where to write mismatches (JSON lines) if there are any.
+    /// Where to write mismatches (JSON lines, each naming its run: start time and process id) if there are
+    /// any. The file is replaced whole, never mixed with another run's; a device, FIFO or /dev/stdout is
+    /// written through, never replaced; a file verify reads (--config and its includes, --nginx) is refused.
+    /// A run that proves everything removes a mismatch file an earlier run left here (one written while this
+    /// run ran is kept).
     #[arg(long, default_value = "target/nginx-ketama/mismatches.jsonl")]
     pub mismatches: PathBuf,
     /// Directory of provisioned nginx builds (default: $NGINX_KETAMA_NGINX_DIR or ./.nginx).
@@ -157,7 +165,7 @@ pub(crate) struct VerifyArgs {
     pub upstream: Vec<String>,
     /// With --config: runs per upstream in which a random set of servers refuses connections (after the
     /// run with every server live).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, requires = "config")]
     pub failure_runs: usize,
 }
 
@@ -341,6 +349,13 @@ fn wanted_builds(args: &VerifyArgs, installs: &[Installation]) -> Vec<(NginxVers
 /// Runs `verify` and says how it ended (see [`Verdict`] for the exit codes). Progress goes to stderr, the
 /// tables and findings to stdout, mismatches also to `--mismatches`.
 pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
+    // The run starts now: a mismatch file last written before this moment is an earlier run's.
+    Run::this();
+    // A long run must not end by refusing to write its findings.
+    if let Err(e) = nginx_ketama_output::check(&args.mismatches, &mismatch_file_options(args)) {
+        eprintln!("nginx-ketama: --mismatches: {e}");
+        return Verdict::Usage;
+    }
     if let Some(file) = &args.config {
         return super::own_config::verify_config(args, file);
     }
@@ -402,16 +417,12 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
             break;
         }
     }
-    if !all_findings.is_empty() {
-        match write_findings(args, &all_findings) {
-            Ok(()) => println!("{} mismatches; all of them are in {}", all_findings.len(), args.mismatches.display()),
-            Err(e) => eprintln!("nginx-ketama: writing {}: {e:#}", args.mismatches.display()),
-        }
-    }
+    let verdict = soak.iter().map(|r| r.verdict).max().unwrap_or(Verdict::HarnessFault);
+    save_findings(args, &all_findings, verdict);
     if args.repeat > 1 {
         print!("{}", soak_table(&soak));
     }
-    soak.iter().map(|r| r.verdict).max().unwrap_or(Verdict::HarnessFault)
+    verdict
 }
 
 /// One run of every backend, with a progress bar on stderr.
@@ -565,15 +576,107 @@ fn soak_table(runs: &[RunSummary]) -> String {
     out
 }
 
-pub(crate) fn write_findings(args: &VerifyArgs, findings: &[Finding]) -> Result<()> {
-    if let Some(dir) = args.mismatches.parent() {
-        std::fs::create_dir_all(dir)?;
+/// A run of `verify`, as its mismatch file names it: when it started, and its process.
+#[derive(Debug)]
+pub(crate) struct Run {
+    started: SystemTime,
+    /// `2026-05-01T10:15:02Z pid 4242`.
+    id: String,
+}
+
+static RUN: OnceLock<Run> = OnceLock::new();
+
+impl Run {
+    /// This process's run, which starts the first time this is asked.
+    pub(crate) fn this() -> &'static Run {
+        RUN.get_or_init(|| {
+            let started = SystemTime::now();
+            Run { started, id: format!("{} pid {}", utc_time(started), std::process::id()) }
+        })
     }
-    let tmp = args.mismatches.with_extension("jsonl.tmp");
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+}
+
+/// How `--mismatches` is written: its directories created, never over a file `verify` reads (`--config` and
+/// the files it includes, `--nginx` binaries).
+fn mismatch_file_options(args: &VerifyArgs) -> nginx_ketama_output::Options {
+    let mut inputs = args.nginx.clone();
+    if let Some(file) = &args.config {
+        let options = LoadOptions { resolve: false, ..LoadOptions::default() };
+        match Config::load(file, &options) {
+            Ok(config) => inputs.extend(config.files().iter().cloned()),
+            // verify --config reports why it cannot read the file.
+            Err(_) => inputs.push(file.clone()),
+        }
+    }
+    nginx_ketama_output::Options { create_dirs: true, inputs }
+}
+
+/// Puts this run's mismatches in `--mismatches` and says where, or, when the run proved everything,
+/// removes the mismatch file an earlier run left there: the file at that path always holds the findings
+/// of one run, the one each of its lines names.
+pub(crate) fn save_findings(args: &VerifyArgs, findings: &[Finding], verdict: Verdict) {
+    let run = Run::this();
+    if !findings.is_empty() {
+        match write_findings(args, run, findings) {
+            Ok(()) => println!(
+                "{} mismatches; all of them are in {} (run {})",
+                findings.len(),
+                args.mismatches.display(),
+                run.id
+            ),
+            Err(e) => eprintln!("nginx-ketama: {e:#}"),
+        }
+    } else if verdict == Verdict::Proven {
+        match remove_stale(&args.mismatches, run) {
+            Ok(Some(note)) => println!("{note}"),
+            Ok(None) => {}
+            Err(e) => eprintln!("nginx-ketama: {e:#}"),
+        }
+    }
+}
+
+/// A passing run and the mismatch file at `path`: one an earlier run wrote (last written before this run
+/// started) is removed; one a run wrote while this one ran is kept; anything else (not a regular file,
+/// not a mismatch file) is not touched. Says what it did, if anything.
+fn remove_stale(path: &Path, run: &Run) -> Result<Option<String>> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(None) };
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let Some(writer) = mismatch_file_run(path) else { return Ok(None) };
+    if meta.modified()? >= run.started {
+        return Ok(Some(format!(
+            "{} holds the mismatches of {writer}, written while this run ran; left in place",
+            path.display()
+        )));
+    }
+    Ok(nginx_ketama_output::remove_if(path, FileId::of(&meta))?
+        .then(|| format!("removed {}: it held the mismatches of an earlier run ({writer})", path.display())))
+}
+
+/// If the file at `path` is a mismatch file (its first line is a mismatch of `verify`), the run that wrote
+/// it: `run <id>`, or `a run of an older nginx-ketama` for files written before lines named their run.
+fn mismatch_file_run(path: &Path) -> Option<String> {
+    let mut first = Vec::new();
+    let file = std::fs::File::open(path).ok()?;
+    // A mismatch line is short; a file whose first MiB holds no whole line is not a mismatch file.
+    std::io::BufReader::new(file.take(1 << 20)).read_until(b'\n', &mut first).ok()?;
+    let line: serde_json::Value = serde_json::from_slice(&first).ok()?;
+    if line.get("replay").is_none() || line.get("nginx_said").is_none() {
+        return None;
+    }
+    Some(match line.get("run").and_then(serde_json::Value::as_str) {
+        Some(id) => format!("run {id}"),
+        None => "a run of an older nginx-ketama".to_string(),
+    })
+}
+
+fn write_findings(args: &VerifyArgs, run: &Run, findings: &[Finding]) -> Result<()> {
+    let mut file = Vec::new();
     for f in findings {
         let m = &f.mismatch;
         let mut line = serde_json::json!({
+            "run": run.id,
             "nginx": f.version,
             "backend": f.backend,
             "seed": args.seed,
@@ -595,10 +698,8 @@ pub(crate) fn write_findings(args: &VerifyArgs, findings: &[Finding]) -> Result<
             entry.insert("shim_command".into(), shim.as_str().into());
         }
         serde_json::to_writer(&mut file, &line)?;
-        file.write_all(b"\n")?;
+        file.push(b'\n');
     }
-    file.flush()?;
-    drop(file);
-    std::fs::rename(&tmp, &args.mismatches)?;
+    nginx_ketama_output::write(&args.mismatches, &file, &mismatch_file_options(args))?;
     Ok(())
 }

@@ -33,7 +33,7 @@ pub mod vocab;
 
 pub use fixtures::{HEADER, generate_vectors};
 pub use groups::{VersionGroup, version_groups};
-pub use record::{CatalogLock, lock_catalog, peers_of, record_case, record_run, utc_today};
+pub use record::{CatalogLock, lock_catalog, peers_of, record_case, record_run, utc_time, utc_today};
 pub use recorder::{RecordArgs, RecordBuilds, RecordStatus, record_vectors};
 pub use records::{
     PeerRecord, Record, RecordKey, Run, load_records, merge, record_json, skeleton, to_hex, upstream_of_peers,

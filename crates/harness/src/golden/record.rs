@@ -39,7 +39,12 @@ pub fn lock_catalog() -> Result<CatalogLock> {
 
 /// Today's date in UTC, `YYYY-MM-DD`.
 pub fn utc_today() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    utc_time(std::time::SystemTime::now())[..10].to_string()
+}
+
+/// A moment in UTC to the second, `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_time(t: std::time::SystemTime) -> String {
+    let secs = t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let z = (secs / 86_400) as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -49,7 +54,8 @@ pub fn utc_today() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}")
+    let s = secs % 86_400;
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// Starts nginx for `topology` and, if it uses hostnames, rewrites their endpoints in the order nginx's own
@@ -191,5 +197,14 @@ mod tests {
         let d = utc_today();
         assert_eq!(d.len(), 10);
         assert!(d.starts_with("20"));
+    }
+
+    #[test]
+    fn utc_time_of_known_moments() {
+        let at = |secs| utc_time(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        // `date -u -d @1709251199`: the last second of 2024-02-29 (a leap day).
+        assert_eq!(at(1_709_251_199), "2024-02-29T23:59:59Z");
+        assert_eq!(at(1_709_251_200), "2024-03-01T00:00:00Z");
     }
 }

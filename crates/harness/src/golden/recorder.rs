@@ -136,9 +136,9 @@ pub fn record_vectors(args: &RecordArgs) -> Result<RecordStatus> {
         }
     }
     for (name, text) in &files {
-        std::fs::write(dir.join(name), text)?;
+        write_file(&dir.join(name), text)?;
     }
-    std::fs::write(layout.intermediate(), generate_intermediate(&all))?;
+    write_file(&layout.intermediate(), generate_intermediate(&all))?;
     let pending = update_snapshots(&all, &layout.snapshots())?;
     let tests: usize = all.iter().map(|r| r.keys.len() * version_groups(r).len()).sum();
     eprintln!("wrote {} fixture files ({tests} tests from {} records) to {}", files.len(), all.len(), dir.display());
@@ -174,7 +174,7 @@ fn update_snapshots(all: &[Record], dir: &Path) -> Result<Vec<String>> {
         let committed = std::fs::read_to_string(&snap).ok();
         match pending_snapshot(record, committed.as_deref()) {
             Some(text) => {
-                std::fs::write(&new, text)?;
+                write_file(&new, text)?;
                 pending.push(record.case.clone());
             }
             None => {
@@ -225,7 +225,7 @@ fn record_catalog(args: &RecordArgs, records: &Path) -> Result<RecordStatus> {
                 }
             }
         }
-        std::fs::write(&path, record_json(&record))?;
+        write_file(&path, record_json(&record))?;
         eprintln!(
             "recorded {:<28} {:>4} keys × {} nginx in {:>5.1}s{note}",
             case.name,
@@ -268,10 +268,17 @@ fn refresh_prose(records: &Path) -> Result<()> {
             }
         }
         if new != old && (Record { runs: Vec::new(), ..new.clone() }) == fresh {
-            std::fs::write(&path, record_json(&new))?;
+            write_file(&path, record_json(&new))?;
             eprintln!("refreshed the prose of {}", path.display());
         }
     }
+    Ok(())
+}
+
+/// Writes a record or a derived file whole (see `nginx_ketama_output`): a reader (a test, `git diff`, a
+/// second recorder) sees the old file or the new one, never half of either.
+fn write_file(path: &Path, text: impl AsRef<[u8]>) -> Result<()> {
+    nginx_ketama_output::write(path, text.as_ref(), &nginx_ketama_output::Options::default())?;
     Ok(())
 }
 

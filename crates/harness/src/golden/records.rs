@@ -267,7 +267,7 @@ pub fn record_json(record: &Record) -> String {
 mod tests {
     use super::*;
 
-    /// The upgrade workflow (README "Upgrading nginx"): a new nginx is recorded, its split explained by a
+    /// The upgrade workflow (docs/upgrading.md, "Upgrading nginx"): a new nginx is recorded, its split explained by a
     /// `versions_differ` note, and re-recorded: the note must not cost the other builds' runs. Built from the
     /// committed recording of `retry-budget-skips-down` (1.18.0 split from the rest).
     #[test]

@@ -24,10 +24,11 @@ pub mod plan;
 
 use crate::backend::log_tail;
 use crate::client::pipeline;
+use crate::clock::{ClockedModel, Unclocked};
 use crate::install::Installation;
 use crate::local::LocalNginx;
 use crate::netns::{self, Holder, Isolation};
-use crate::parity::{self, LibraryModel, PlanOptions, compare, http_site, resolve_through_nginx};
+use crate::parity::{self, PlanOptions, compare_clocked, http_site, resolve_through_nginx};
 use crate::scratch::ScratchDir;
 use crate::site::HTTP_KEY;
 use crate::sweep::{Finding, topology_seed};
@@ -67,6 +68,8 @@ pub struct ConfigUpstream {
     pub key: String,
     /// Its servers, hostnames not yet resolved.
     pub topology: Topology,
+    /// Where each line of `topology` is written (`file:line`), in the same order.
+    pub locations: Vec<String>,
 }
 
 /// An upstream the proof leaves out, and why.
@@ -101,8 +104,9 @@ pub fn choose(config: &Config, names: &[String], seed: u64) -> Result<Choice> {
     let mut wanted: Vec<usize> = Vec::new();
     for name in names {
         let found = config.hash_upstream(Some(name))?;
-        let i = config.upstreams.iter().position(|u| std::ptr::eq(u, found.config)).expect("an upstream of config");
-        if !wanted.contains(&i) {
+        if let Some(i) = config.upstreams.iter().position(|u| std::ptr::eq(u, found.config))
+            && !wanted.contains(&i)
+        {
             wanted.push(i);
         }
     }
@@ -152,6 +156,7 @@ pub fn choose(config: &Config, names: &[String], seed: u64) -> Result<Choice> {
                 location: u.location.to_string(),
                 key: key.clone(),
                 topology: Topology::from_config(upstream, topology_seed(seed, index)),
+                locations: u.servers.iter().map(ToString::to_string).collect(),
             }),
         }
     }
@@ -178,17 +183,24 @@ impl Topology {
     /// The topology of a config's upstream (read with `resolve: false`: one peer per `server` line): every
     /// line as written — its exact server string, weight, `down`, `backup`, `max_fails`, `fail_timeout` —
     /// primary lines then backup lines, each in config order, and the method. Literal addresses and unix
-    /// paths get their endpoint; hostname lines get theirs from [`Topology::resolved`]. No line is failing.
+    /// paths get their endpoint (an IPv4-mapped IPv6 address listens on its IPv4 address, where the kernel
+    /// connects it); hostname lines get theirs from [`Topology::resolved`]. No line is failing.
     pub fn from_config(upstream: &Upstream, seed: u64) -> Topology {
         let line = |p: &nginx_ketama::Peer, backup: bool| {
             let server = p.server().as_str().to_string();
             let spelling = spelling_of(&server);
             let endpoints = match Address::parse(&server) {
                 Ok(Address::Unix { path }) => vec![Endpoint { listen: Listen::Unix(path), name: server.clone() }],
-                _ => match default_name(p.server(), 80).parse::<SocketAddr>() {
-                    Ok(a) => vec![Endpoint { listen: Listen::Tcp(a), name: a.to_string() }],
-                    Err(_) => Vec::new(),
-                },
+                _ => {
+                    let name = default_name(p.server(), 80);
+                    match name.parse::<SocketAddr>() {
+                        Ok(a) => {
+                            let listen = SocketAddr::new(a.ip().to_canonical(), a.port());
+                            vec![Endpoint { listen: Listen::Tcp(listen), name }]
+                        }
+                        Err(_) => Vec::new(),
+                    }
+                }
             };
             ServerLine {
                 server,
@@ -271,6 +283,9 @@ pub struct ProveOptions {
     pub prove_ring: bool,
     /// Runs per upstream with a random set of failing servers.
     pub failure_runs: usize,
+    /// Send each failure run's keys in two halves with this pause between, so that servers failed in the
+    /// first half come back (`fail_timeout`) in the second; `None`: all at once.
+    pub failure_pause: Option<std::time::Duration>,
 }
 
 /// One upstream on one nginx build.
@@ -298,6 +313,9 @@ pub struct UpstreamReport {
     pub failovers: usize,
     /// Every difference.
     pub findings: Vec<Finding>,
+    /// Requests not compared (counted in `requests`), by why: their route depends on when nginx's clock
+    /// ticked (see [`crate::clock`]).
+    pub not_comparable: Vec<(Unclocked, usize)>,
     /// Why the harness could not finish (not a mismatch, never a pass).
     pub fault: Option<String>,
     /// How nginx ordered each hostname's addresses (asked from nginx itself).
@@ -319,10 +337,41 @@ impl UpstreamReport {
             runs: 0,
             failovers: 0,
             findings: Vec::new(),
+            not_comparable: Vec::new(),
             fault: None,
             resolution: Vec::new(),
         }
     }
+
+    /// Requests not compared, in all.
+    pub fn not_compared(&self) -> usize {
+        self.not_comparable.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Where a proof of one upstream on one build stands, for progress reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The run (0: every server live; then the failure runs).
+    pub run: usize,
+    /// Runs in all.
+    pub runs: usize,
+    /// Responses read in this run.
+    pub done: usize,
+    /// Requests in this run.
+    pub total: usize,
+}
+
+/// Requests one run of `upstream` sends: the random and empty keys, and (consistent, with the ring proof)
+/// two forged keys per ring point plus the ring's two edges. Hostname lines count one address each, so
+/// this is a lower bound when a name has several.
+pub fn requests_per_run(upstream: &ConfigUpstream, options: &ProveOptions) -> usize {
+    let mut n = options.keys + options.keys / 50;
+    if options.prove_ring && upstream.topology.method == Method::Consistent {
+        let weights: usize = upstream.topology.lines.iter().filter(|l| !l.backup).map(|l| l.weight as usize).sum();
+        n += 2 * 160 * weights + 2;
+    }
+    n
 }
 
 /// The proof's environment: the namespace holder (as root), the plan, and the private directories; each
@@ -334,33 +383,46 @@ pub struct Prover {
     holder: Option<Holder>,
     base: ScratchDir,
     shadow_dirs: Vec<(PathBuf, plan::Shadow)>,
+    /// The namespace's working directory: relative unix socket paths are created below it.
+    cwd: PathBuf,
     runs: std::sync::atomic::AtomicUsize,
 }
 
 impl Prover {
     /// Prepares the namespace for `upstreams` (as root): resolves hostnames on this machine (privately),
-    /// plans addresses and ports, starts the holder, adds the addresses to its `lo`. Without namespaces it
-    /// prepares nothing: [`Prover::runnable`] then says which upstreams can still run.
+    /// plans addresses and ports (leaving out, with the reason, upstreams that cannot be hosted), starts the
+    /// holder with a private name service (see [`netns::private_name_service`]), adds the addresses to its
+    /// `lo`. Without namespaces it prepares nothing: [`Prover::runnable`] then says which upstreams can
+    /// still run.
     ///
     /// # Errors
     ///
-    /// A plan that cannot be made (see [`NetworkPlan::new`]), the namespace or `ip` failing.
+    /// The config cannot be hosted at all ([`plan::Unhostable`], see [`NetworkPlan::new`]), the namespace
+    /// or `ip` failing.
     pub fn new(upstreams: &[&ConfigUpstream], installs: &[&Installation], resolver_exe: &Path) -> Result<Prover> {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         // One directory per prover (short: unix socket paths must fit in 107 bytes).
         let pid = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         if !netns::available() {
             let base = ScratchDir::create(PathBuf::from(format!("/tmp/nk-oc-{pid}")), &[])?;
-            return Ok(Prover { plan: None, holder: None, base, shadow_dirs: Vec::new(), runs: 0.into() });
+            return Ok(Prover {
+                plan: None,
+                holder: None,
+                cwd: base.to_path_buf(),
+                base,
+                shadow_dirs: Vec::new(),
+                runs: 0.into(),
+            });
         }
-        let paths: Vec<PathBuf> = installs.iter().flat_map(|i| i.paths()).collect();
-        let keep: Vec<&Path> = paths.iter().map(PathBuf::as_path).collect();
-        let topologies: Vec<&Topology> = upstreams.iter().map(|u| &u.topology).collect();
-        let plan = NetworkPlan::new(&topologies, |name| resolve_on_machine(resolver_exe, name), &keep)?;
+        let mut needed: Vec<PathBuf> = installs.iter().flat_map(|i| i.paths()).collect();
+        needed.extend(plan::needed_paths());
+        let needed: Vec<&Path> = needed.iter().map(PathBuf::as_path).collect();
+        let plan = NetworkPlan::new(upstreams, |name| resolve_on_machine(resolver_exe, name), &needed)?;
+        let shadowed = |p: &Path| plan.shadows.iter().any(|s| p.starts_with(&s.target));
         let base = crate::scratch::PLACES
             .iter()
             .map(|b| PathBuf::from(format!("{b}/nk-oc-{pid}")))
-            .find(|b| !plan.shadows.iter().any(|s| b.starts_with(&s.target)))
+            .find(|b| !shadowed(b) && !b.parent().and_then(|p| p.canonicalize().ok()).is_some_and(|p| shadowed(&p)))
             .context("every temporary directory would be shadowed by a unix socket's directory")?;
         // Removed when dropped: by the prover, or on the way out if the namespace cannot be made.
         let base = ScratchDir::create(base, &[])?;
@@ -368,27 +430,32 @@ impl Prover {
         let mut shadow_dirs = Vec::new();
         for (i, shadow) in plan.shadows.iter().enumerate() {
             let private = base.join(format!("shadow{i}"));
+            std::fs::create_dir_all(&private)?;
             for s in &shadow.sockets {
-                let rel = s.strip_prefix(&shadow.target).expect("socket under its shadow");
-                if let Some(dir) = private.join(rel).parent() {
+                if let Some(dir) = private.join(&s.within).parent() {
                     std::fs::create_dir_all(dir)?;
                 }
             }
-            if let Ok(rel) = Path::new("/etc/hosts").strip_prefix(&shadow.target) {
-                std::fs::create_dir_all(private.join(rel).parent().expect("a parent"))?;
-                std::fs::write(private.join(rel), "")?;
-            }
-            std::fs::create_dir_all(&private)?;
             binds.push((private.clone(), shadow.target.clone()));
             shadow_dirs.push((private, shadow.clone()));
+        }
+        let cwd = base.join("cwd");
+        std::fs::create_dir_all(&cwd)?;
+        for r in &plan.relative {
+            if let Some(dir) = cwd.join(r).parent() {
+                std::fs::create_dir_all(dir)?;
+            }
         }
         let hosts = base.join("hosts");
         std::fs::write(&hosts, plan.hosts_file())?;
         binds.push((hosts, PathBuf::from("/etc/hosts")));
-        let holder = Holder::start(&Isolation { binds, ephemeral: plan.ephemeral.clone() })
+        // A shadow already hides whatever it covers (a socket directory covering nscd's, say).
+        let names = netns::private_name_service(&base.join("names")).context("a private name service")?;
+        binds.extend(names.into_iter().filter(|(_, target)| !shadowed(target)));
+        let holder = Holder::start(&Isolation { binds, ephemeral: plan.ephemeral.clone(), cwd: Some(cwd.clone()) })
             .context("creating the private network and mount namespaces")?;
         holder.add_addresses(&plan.on_lo).context("adding the config's addresses to lo in the namespace")?;
-        Ok(Prover { plan: Some(plan), holder: Some(holder), base, shadow_dirs, runs: 0.into() })
+        Ok(Prover { plan: Some(plan), holder: Some(holder), base, shadow_dirs, cwd, runs: 0.into() })
     }
 
     /// The plan (`None` without namespaces).
@@ -401,17 +468,21 @@ impl Prover {
         self.holder.as_ref()
     }
 
-    /// Whether `topology` can run here; without namespaces, why not.
+    /// Whether `upstream` can run here; if not, why: a server line the namespace cannot host, or, without
+    /// namespaces, the first server that needs one.
     ///
     /// # Errors
     ///
-    /// The reason, naming the first server that needs a namespace.
-    pub fn runnable(&self, topology: &Topology) -> std::result::Result<(), String> {
-        if self.holder.is_some() {
-            return Ok(());
+    /// The reason, naming the server line.
+    pub fn runnable(&self, upstream: &ConfigUpstream) -> std::result::Result<(), String> {
+        if let Some(plan) = &self.plan {
+            return match plan.refusal(&upstream.name) {
+                Some(why) => Err(why.to_string()),
+                None => Ok(()),
+            };
         }
         let own = netns::own_ephemeral_ports().unwrap_or(1..=65535);
-        for l in &topology.lines {
+        for l in &upstream.topology.lines {
             let ok = l.endpoints.len() == 1
                 && matches!(l.spelling, Spelling::IpPort | Spelling::IpOddPort | Spelling::Ipv6Port)
                 && l.endpoints.iter().all(|e| match e.listen {
@@ -434,10 +505,15 @@ impl Prover {
     /// Starts nginx for `topology` (with resolution probes if `probe`) in the namespace, or on the shared
     /// loopback without one.
     fn start(&self, install: &Installation, topology: &Topology, probe: bool) -> Result<LocalNginx> {
+        // A killed nginx leaves its sockets behind; a new one could not bind them.
         for (private, shadow) in &self.shadow_dirs {
             for s in &shadow.sockets {
-                let rel = s.strip_prefix(&shadow.target).expect("socket under its shadow");
-                let _ = std::fs::remove_file(private.join(rel));
+                let _ = std::fs::remove_file(private.join(&s.within));
+            }
+        }
+        if let Some(plan) = &self.plan {
+            for r in &plan.relative {
+                let _ = std::fs::remove_file(self.cwd.join(r));
             }
         }
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -450,14 +526,15 @@ impl Prover {
     }
 
     /// Proves `upstream` on `install`: one all-live run (forged keys at both ends of every arc, random keys,
-    /// empty keys), then `failure_runs` runs with random sets of failing servers.
+    /// empty keys), then `failure_runs` runs with random sets of failing servers. Each request is judged at
+    /// the seconds nginx's clock can have read during it ([`crate::clock`]).
     pub fn prove(
         &self,
         install: &Installation,
         upstream: &ConfigUpstream,
         options: &ProveOptions,
         replay: &str,
-        progress: &mut dyn FnMut(usize, usize),
+        progress: &mut dyn FnMut(Progress),
     ) -> UpstreamReport {
         let mut report = UpstreamReport::new(
             install.label(),
@@ -478,7 +555,7 @@ impl Prover {
         options: &ProveOptions,
         replay: &str,
         report: &mut UpstreamReport,
-        progress: &mut dyn FnMut(usize, usize),
+        progress: &mut dyn FnMut(Progress),
     ) -> Result<()> {
         let mut base = upstream.topology.clone();
         if let Some(plan) = &self.plan {
@@ -507,11 +584,11 @@ impl Prover {
         let runs = 1 + options.failure_runs;
         let sets = failing_sets(base.lines.len(), options.failure_runs, base.seed);
         let mut arcs: Option<usize> = None;
-        for run in 0..runs {
+        for (run, failing) in std::iter::once(None).chain(sets.iter().map(Some)).enumerate() {
             let mut t = base.clone();
             t.seed = base.seed.wrapping_add(run as u64);
-            if run > 0 {
-                t = t.with_failing(&sets[run - 1]);
+            if let Some(failing) = failing {
+                t = t.with_failing(failing);
             }
             let probe = run == 0 && !t.hosts.is_empty();
             let nginx = self.start(install, &t, probe).context("starting nginx")?;
@@ -539,14 +616,39 @@ impl Prover {
             let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
             let started = std::time::Instant::now();
             let total = keys.len();
-            let responses = pipeline(nginx.net(), nginx.http_front(), &keys, &mut |n| progress(n, total))
-                .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&nginx.stderr())))?;
-            let result = compare(&plan, &responses, &mut LibraryModel::new(&model_upstream, &t), started.elapsed());
+            let pause = options.failure_pause.filter(|_| run > 0 && keys.len() > 1);
+            let halves: Vec<&[Vec<u8>]> = match pause {
+                Some(_) => {
+                    let (a, b) = keys.split_at(keys.len() / 2);
+                    vec![a, b]
+                }
+                None => vec![keys.as_slice()],
+            };
+            let mut responses = Vec::with_capacity(total);
+            for (i, half) in halves.into_iter().enumerate() {
+                if let (Some(pause), 1) = (pause, i) {
+                    std::thread::sleep(pause);
+                }
+                let before = responses.len();
+                let mut report_progress = |n: usize| progress(Progress { run, runs, done: before + n, total });
+                let got = pipeline(nginx.net(), nginx.http_front(), half, &mut report_progress).with_context(|| {
+                    format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&nginx.stderr()))
+                })?;
+                responses.extend(got);
+            }
+            let mut model = ClockedModel::new(&model_upstream, &t);
+            let result = compare_clocked(&plan, &responses, &mut model, started.elapsed());
             drop(nginx);
             arcs = Some(arcs.map_or(result.arcs_proven, |a| a.min(result.arcs_proven)));
             report.runs += 1;
             report.requests += result.requests;
             report.failovers += result.failovers;
+            for (why, n) in result.not_comparable {
+                match report.not_comparable.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, m)) => *m += n,
+                    None => report.not_comparable.push((why, n)),
+                }
+            }
             let block = t.upstream_block(HTTP_KEY, true);
             report.findings.extend(result.mismatches.into_iter().map(|mismatch| Finding {
                 version: install.label(),

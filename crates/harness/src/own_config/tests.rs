@@ -1,5 +1,6 @@
 use super::*;
 use crate::repo_root;
+use std::net::SocketAddr;
 
 fn example() -> Config {
     let path = repo_root().join("tests/data/own-config/nginx.conf");
@@ -161,9 +162,9 @@ fn failing_sets_and_shared_addresses() {
 fn the_example_network_plan() {
     let config = example();
     let choice = choose(&config, &[], 1).unwrap();
-    let ts: Vec<&Topology> = choice.prove.iter().map(|u| &u.topology).collect();
+    let ups: Vec<&ConfigUpstream> = choice.prove.iter().collect();
     let resolve = |n: &str| (n == "localhost").then(|| vec![IpAddr::from([127, 0, 0, 1])]);
-    let plan = NetworkPlan::new(&ts, resolve, &[]).unwrap_or_else(|e| panic!("{e:#}"));
+    let plan = NetworkPlan::new(&ups, resolve, &[]).unwrap_or_else(|e| panic!("{e:#}"));
     let want: Vec<IpAddr> = [
         "10.0.0.7",
         "10.0.0.8",
@@ -191,7 +192,8 @@ fn the_example_network_plan() {
     assert!(!plan.ephemeral.contains(&plan.front.port()));
     assert_eq!(plan.ephemeral, 19004..=65535);
     assert_eq!(plan.shadows.len(), 1);
-    assert_eq!(plan.shadows[0].sockets, [PathBuf::from("/run/app/app.sock")]);
+    assert_eq!(plan.shadows[0].sockets[0].path, PathBuf::from("/run/app/app.sock"));
+    assert!(plan.refused.is_empty(), "{:?}", plan.refused);
     assert!(plan.hosts_file().contains("127.254.0.1 api.backend.internal\n"));
 }
 
@@ -214,4 +216,142 @@ fn stream_and_run_time_resolved_upstreams_are_skipped() {
     assert_eq!(skipped[1], ("stream:tcp", "a stream upstream: the proof runs HTTP upstreams (keys in a header)"));
     let e = choose(&config, &["stream:tcp".into()], 1).unwrap_err().to_string();
     assert!(e.starts_with("upstream \"tcp\" in t.conf:7 cannot be proven: a stream upstream"), "{e}");
+}
+
+fn parse(text: &str) -> Config {
+    let options = LoadOptions { resolve: false, version: NginxVersion::LATEST, ..LoadOptions::fragment() };
+    Config::parse_str(text, "odd.conf", &options).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// One upstream per server line `servers[i]` (plus a plain live server), named `u{i}`.
+fn one_each(servers: &[&str]) -> String {
+    servers
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("upstream u{i} {{\n  hash $uri consistent;\n  server {s};\n  server 10.9.9.9:80;\n}}\n"))
+        .collect()
+}
+
+fn plan_of(config: &Config, resolve: impl FnMut(&str) -> Option<Vec<IpAddr>>) -> NetworkPlan {
+    let choice = choose(config, &[], 1).unwrap();
+    let ups: Vec<&ConfigUpstream> = choice.prove.iter().collect();
+    let needed = plan::needed_paths();
+    let needed: Vec<&Path> = needed.iter().map(PathBuf::as_path).collect();
+    NetworkPlan::new(&ups, resolve, &needed).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Addresses no private `lo` can give to one server, and unix sockets whose directory cannot be covered,
+/// are refused before anything runs: each upstream with such a line is left out, the refusal names the
+/// line (`file:line`) and why; nothing of it is put on `lo`. Upstreams that can be hosted are planned as
+/// usual.
+#[test]
+fn lines_that_cannot_be_hosted_are_refused_with_file_and_line() {
+    let odd = [
+        ("255.255.255.255:80", "the broadcast address"),
+        ("224.0.0.1:80", "a multicast address"),
+        ("0.0.0.0:80", "0.0.0.0/8"),
+        ("[::]:80", "the unspecified address"),
+        ("[ff02::1]:80", "a multicast address"),
+        ("[fe80::1]:80", "a link-local address"),
+        ("[::ffff:224.0.0.9]:80", "a multicast address"),
+        ("unix:/proc/a.sock", "would hide /proc"),
+        ("unix:/etc/a.sock", "would hide /etc/passwd"),
+        ("unix:/usr/lib/a.sock", "would hide /usr/lib"),
+        ("unix:/lib/x/a.sock", "would hide /"),
+        ("unix:/no-such-dir-nk/a.sock", "cover /"),
+        ("unix:../up/a.sock", "`..`"),
+        ("unix:/tmp/../etc/a.sock", "`..`"),
+        ("names-zero.test:80", "names-zero.test resolves on this machine to 0.0.0.0"),
+    ];
+    let mut text = one_each(&odd.map(|(s, _)| s));
+    text.push_str("upstream fine {\n  hash $uri;\n  server [::ffff:10.0.0.1]:80;\n  server unix:rel/a.sock;\n}\n");
+    let config = parse(&text);
+    let plan = plan_of(&config, |n| (n == "names-zero.test").then(|| vec![IpAddr::from([0, 0, 0, 0])]));
+    assert_eq!(plan.refused.len(), odd.len(), "{:#?}", plan.refused);
+    for (i, ((server, why), refused)) in odd.iter().zip(&plan.refused).enumerate() {
+        assert_eq!(refused.upstream, format!("u{i}"));
+        let line = 3 + 5 * i;
+        assert!(
+            refused
+                .why
+                .starts_with(&format!("server \"{}\" in odd.conf:{line} cannot be hosted: ", server.trim_matches('"')))
+                && refused.why.contains(why),
+            "{server}: {}",
+            refused.why
+        );
+    }
+    // Only the hostable upstream's addresses are planned: the mapped address on its IPv4 address, the
+    // relative socket in the namespace's working directory.
+    let v4: IpAddr = "10.0.0.1".parse().unwrap();
+    assert!(plan.on_lo.contains(&v4), "{:?}", plan.on_lo);
+    assert!(plan.on_lo.iter().all(|ip| plan::unhostable_ip(*ip).is_none()), "{:?}", plan.on_lo);
+    assert!(!plan.on_lo.contains(&"10.9.9.9".parse().unwrap()), "refused upstreams put nothing on lo");
+    assert_eq!(plan.relative, [PathBuf::from("rel/a.sock")]);
+    assert!(plan.shadows.is_empty(), "{:?}", plan.shadows);
+    let fine = choose(&config, &["fine".into()], 1).unwrap();
+    assert_eq!(fine.prove[0].topology.lines[0].endpoints[0].listen, Listen::Tcp("10.0.0.1:80".parse().unwrap()));
+    assert_eq!(fine.prove[0].topology.lines[0].endpoints[0].name, "[::ffff:10.0.0.1]:80", "as nginx names it");
+}
+
+/// 254 servers on 127.0.0.1–127.0.0.254 leave the front an address further on; configs too big for the
+/// namespace (every port taken, more unresolvable names than stand-in addresses) are an error, never a
+/// panic.
+#[test]
+fn crowded_configs_are_planned_or_refused_never_a_panic() {
+    let servers: String = (1..=254).map(|i| format!("  server 127.0.0.{i}:8080;\n")).collect();
+    let config = parse(&format!("upstream lo254 {{\n  hash $uri;\n{servers}}}\n"));
+    let plan = plan_of(&config, |_| None);
+    assert!(plan.front.ip().is_loopback() && !(1..=254).any(|i| plan.front.ip() == IpAddr::from([127, 0, 0, i])));
+    assert_eq!(plan.front.port(), 1024);
+    // Every port from 1024 taken (one server each, plain hash: no ring to build).
+    let mut t = choose(&config, &[], 1).unwrap().prove.remove(0);
+    let line = t.topology.lines[0].clone();
+    t.topology.lines = (1024..=u16::MAX)
+        .map(|p| {
+            let mut l = line.clone();
+            let a: SocketAddr = format!("10.1.0.1:{p}").parse().unwrap();
+            l.server = a.to_string();
+            l.endpoints = vec![Endpoint { listen: Listen::Tcp(a), name: a.to_string() }];
+            l
+        })
+        .collect();
+    let e = NetworkPlan::new(&[&t], |_| None, &[]).unwrap_err().to_string();
+    assert!(e.contains("no range of 1000 free ports") && e.contains("… (+"), "{e}");
+    // 70,000 names that do not resolve: 127.254.0.0/16 has 65,535 stand-ins.
+    t.topology.lines = (0..70_000)
+        .map(|i| {
+            let mut l = line.clone();
+            l.server = format!("h{i}.test:80");
+            l.spelling = Spelling::Hostname;
+            l.endpoints = Vec::new();
+            l
+        })
+        .collect();
+    let e = NetworkPlan::new(&[&t], |_| None, &[]).unwrap_err().to_string();
+    assert!(e.contains("stand-in"), "{e}");
+}
+
+/// No `expect`/`unwrap` in the proof's own code outside its tests: every fact it derives from a user's
+/// config fails with a message instead (the class of item 5 of issue 18, closed by a check).
+#[test]
+fn no_panics_on_what_a_config_says() {
+    let dir = crate::repo_root();
+    for file in [
+        "crates/harness/src/own_config/mod.rs",
+        "crates/harness/src/own_config/plan.rs",
+        "crates/harness/src/clock.rs",
+        "crates/cli/src/live/own_config.rs",
+    ] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (i, line) in code.lines().enumerate() {
+            let l = line.trim_start();
+            if l.starts_with("//") {
+                continue;
+            }
+            for bad in [".unwrap()", ".expect(", "panic!(", "unreachable!("] {
+                assert!(!l.contains(bad), "{file}:{}: {bad} in {l}", i + 1);
+            }
+        }
+    }
 }
