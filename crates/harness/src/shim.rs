@@ -240,7 +240,7 @@ impl Shim {
         // One answer per message: a whole line already waiting answers nothing the harness asked. (Part of a
         // line is taken as the start of the answer: a shim may write before the message arrives, and whether
         // it did depends on who is faster; the rest of that line decides.)
-        if let Fill::Data = self.answers.fill(Instant::now())? {}
+        self.answers.fill(Instant::now())?;
         if self.answers.buf.contains(&b'\n') {
             let extra = quote(&self.answers.buf);
             return Err(self.fault(format!("wrote {extra} that answers no message (one answer per message)")));
