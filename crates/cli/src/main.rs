@@ -30,6 +30,7 @@ mod analysis;
 mod lines;
 #[cfg(feature = "live")]
 mod live;
+mod render;
 mod stdout;
 
 use anyhow::{Context, Result, bail};

@@ -1,11 +1,12 @@
 //! `nginx-ketama diff`: what moves between two configurations (or two nginx versions).
 
-use super::{Format, csv_line, fraction, json, percent, table, unit_words, write_svg};
+use super::{Format, csv_line, fraction, json, percent, table, unit_words};
 use crate::lines::count_keys;
+use crate::render::svg;
 use crate::{FragmentOf, UpstreamArgs};
 use anyhow::{Result, bail};
 use nginx_ketama::analysis::diff::Diff;
-use nginx_ketama::analysis::{Pick, PickMap, svg};
+use nginx_ketama::analysis::{Pick, PickMap};
 use nginx_ketama::{Libc, NginxVersion, Upstream};
 use std::io::{BufWriter, Write};
 use std::num::NonZeroUsize;
@@ -244,7 +245,7 @@ pub(crate) fn run(args: &DiffArgs) -> Result<()> {
     };
     if let Some(path) = &args.svg {
         let title = format!("{} → {}", args.from.display(), to_path.display());
-        write_svg(path, &svg::diff_svg(&a, &b, &title), inputs)?;
+        svg::write(path, &svg::diff_svg(&a, &b, &title), inputs)?;
     }
     let side = |path: &PathBuf, name: &str, up: &Upstream, map: &PickMap| SideJson {
         config: path.display().to_string(),

@@ -13,7 +13,6 @@ use anyhow::Result;
 use nginx_ketama::analysis::share::Unit;
 use nginx_ketama::analysis::{Basis, ServerHealth};
 use std::io::Write;
-use std::path::{Path, PathBuf};
 
 /// How a command prints.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -24,14 +23,6 @@ pub(crate) enum Format {
     Json,
     /// Comma-separated values with a header line.
     Csv,
-}
-
-/// Writes `--svg FILE` as `nginx_ketama_output` writes a file (whole, through a device or FIFO, never
-/// replacing what is not a regular file), refusing one of the command's `inputs` (its configuration files
-/// and `--keys`).
-pub(crate) fn write_svg(path: &Path, svg: &str, inputs: Vec<PathBuf>) -> Result<()> {
-    nginx_ketama_output::write(path, svg.as_bytes(), &nginx_ketama_output::Options { create_dirs: false, inputs })?;
-    Ok(())
 }
 
 /// `n / total` as a percentage with three decimals.

@@ -1,10 +1,11 @@
 //! `nginx-ketama share`: each server's exact share of first picks.
 
-use super::{Format, csv_line, fraction, health_name, json, percent, table, unit_words, write_svg};
+use super::{Format, csv_line, fraction, health_name, json, percent, table, unit_words};
 use crate::UpstreamArgs;
 use crate::lines::count_keys;
+use crate::render::svg;
 use anyhow::Result;
-use nginx_ketama::analysis::{PickMap, Share, svg};
+use nginx_ketama::analysis::{PickMap, Share};
 use std::io::{BufWriter, Write};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -93,7 +94,7 @@ pub(crate) fn run(args: &ShareArgs) -> Result<()> {
     if let Some(path) = &args.svg {
         let title = format!("upstream {name}: share of first picks");
         let inputs = config.files().iter().cloned().chain(args.keys.clone()).collect();
-        write_svg(path, &svg::share_svg(&map, &title), inputs)?;
+        svg::write(path, &svg::share_svg(&map, &title), inputs)?;
     }
     let method = up.method().as_str();
     let mut out = BufWriter::new(crate::stdout::stdout());
