@@ -4,8 +4,8 @@
 //!
 //! [`ConfigArgs`] is the configuration a command reads (`--config`, `--upstream`, [`NoResolve`],
 //! `--nginx-version`, `--libc`, [`Fragment`]); [`Failed`], [`KeyLength`], [`KeysFile`], [`FormatArg`]
-//! and [`SvgFile`] are the analysis commands' options. A command whose flag means something more says so
-//! with `#[command(mut_arg("NAME", |a| a.help(…)))]`.
+//! and [`SvgFile`] are the analysis commands' options. A command in which a flag means more than its shared
+//! definition says so with `#[command(mut_args(help_of("ID", "…")))]`.
 
 use crate::lines::count_keys;
 use crate::render::Format;
@@ -51,7 +51,7 @@ pub(crate) struct ConfigArgs {
 impl ConfigArgs {
     /// Reads the configuration (its warnings go to stderr) and takes the upstream `--upstream` names.
     pub(crate) fn load(&self) -> Result<Loaded> {
-        let options = self.fragment.options(&self.resolve, self.nginx_version, self.libc);
+        let options = load_options(&self.resolve, &self.fragment, self.nginx_version, self.libc);
         load(&self.config, self.upstream.as_deref(), &options)
     }
 }
@@ -81,16 +81,14 @@ enum FragmentOf {
     Stream,
 }
 
-impl Fragment {
-    /// How to read a file, with `resolve`, for nginx `version` built with `libc`.
-    pub(crate) fn options(&self, resolve: &NoResolve, version: NginxVersion, libc: Libc) -> LoadOptions {
-        let input = match self.fragment {
-            None => Input::Config,
-            Some(FragmentOf::Http) => Input::Fragment,
-            Some(FragmentOf::Stream) => Input::StreamFragment,
-        };
-        LoadOptions { resolve: !resolve.no_resolve, version, libc, input }
-    }
+/// How to read a configuration: as `resolve` and `fragment` say, for nginx `version` built with `libc`.
+pub(crate) fn load_options(resolve: &NoResolve, fragment: &Fragment, version: NginxVersion, libc: Libc) -> LoadOptions {
+    let input = match fragment.fragment {
+        None => Input::Config,
+        Some(FragmentOf::Http) => Input::Fragment,
+        Some(FragmentOf::Stream) => Input::StreamFragment,
+    };
+    LoadOptions { resolve: !resolve.no_resolve, version, libc, input }
 }
 
 /// A hash upstream read from a configuration.

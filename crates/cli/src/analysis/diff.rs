@@ -76,7 +76,7 @@ impl Args {
 
     /// Reads one side.
     fn load(&self, path: &Path, upstream: Option<&str>, version: NginxVersion, libc: Libc) -> Result<Loaded> {
-        args::load(path, upstream, &self.fragment.options(&self.resolve, version, libc))
+        args::load(path, upstream, &args::load_options(&self.resolve, &self.fragment, version, libc))
     }
 }
 
