@@ -165,7 +165,8 @@ enum Command {
     #[cfg(feature = "live")]
     #[command(hide = true)]
     RecordVectors(live::RecordVectorsArgs),
-    /// Stop what killed parity runs left behind: nginx process groups and containers whose owner is gone.
+    /// Stop what killed parity runs left behind: process groups (nginx, shims), scratch directories and
+    /// containers whose owner is gone.
     #[cfg(feature = "live")]
     #[command(hide = true)]
     Cleanup,
@@ -188,6 +189,11 @@ fn main() -> ExitCode {
     if let Err(e) = stdout_is_open() {
         eprintln!("nginx-ketama: writing stdout: {e}");
         return ExitCode::from(2);
+    }
+    #[cfg(feature = "live")]
+    if matches!(cli.command, Command::Verify(_) | Command::ReplayVectors { .. } | Command::RecordVectors(_)) {
+        // What these commands start is stopped when they are interrupted.
+        live::interrupt::install();
     }
     let verdict = cli.command.exits_with_a_verdict();
     // `println!` unwinds with `stdout::Failed` when stdout fails; any other panic goes on as a panic.

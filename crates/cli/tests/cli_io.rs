@@ -4,7 +4,7 @@
 
 use nginx_ketama_harness::testkit::TempFile;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -311,7 +311,8 @@ fn wrong_shim() -> (TempFile, String) {
 }
 
 /// The golden vectors replayed through a shim: the library behind the protocol passes them all, a wrong
-/// implementation fails with one line per test, and a shim that dies is a fault (exit 3), not a pass.
+/// implementation fails with one line per test, and a shim that dies is a protocol fault (exit 1: the
+/// implementation under test failed), not a pass.
 #[test]
 fn vectors_replay_through_a_shim() {
     let replay = |shim: &str| Command::new(CLI).args(["replay-vectors", "--shim", shim]).output().unwrap();
@@ -329,11 +330,13 @@ fn vectors_replay_through_a_shim() {
     let failed: usize = last.split(", ").nth(1).unwrap().trim_end_matches(" failed").parse().unwrap();
     assert!(failed > 1000 && text.contains("FAIL ") && last.contains(" failed, 485 skipped"), "{last}");
     let out = replay("true");
-    assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("exited"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("protocol fault: ") && err.contains("exited (exit status: 0)"), "{err}");
 }
 
-/// A shim that answers nothing, or says it does not support an upstream, is a fault with its reason.
+/// A shim that answers nothing is a protocol fault (exit 1); one that says it does not support an upstream
+/// is not proven (exit 3), with its reason.
 #[test]
 fn a_silent_or_unsupporting_shim_is_a_fault() {
     let unsupported = TempFile::new(
@@ -352,6 +355,452 @@ fn a_silent_or_unsupporting_shim_is_a_fault() {
         .env("NGINX_KETAMA_SHIM_TIMEOUT", "1")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("gave no answer within 1 s"), "{out:?}");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("protocol fault: ") && err.contains("gave no answer within 1 s"), "{err}");
+}
+
+// ---- Misbehaving shims, processes and signals (docs/reliability.md, "Processes, shims and signals") ----
+
+/// A number for `sleep` that no other process has in its command line: `sleep MARKER` finds the processes a
+/// test started, and only those.
+fn marker() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!("900.{}{:03}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The processes whose command line is exactly `sleep MARKER`.
+fn sleepers(marker: &str) -> Vec<i32> {
+    let wanted = format!("sleep\0{marker}\0");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes()))
+        .filter(|&pid| nginx_ketama_harness::owner::stat(pid).is_some_and(|s| s.running()))
+        .collect()
+}
+
+/// Kills, when dropped, whatever `sleep MARKER` a failed test leaves (its own processes only).
+struct Sleepers(String);
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for pid in sleepers(&self.0) {
+            // SAFETY: a process whose command line carries this test's own marker.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Whether `done` holds within `limit` (looked at every 20 ms).
+fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `cmd` to its end, or fails the test (killing it) if it is still running after `limit`: a hang is
+/// a failure, not a stuck test run.
+fn run_bounded(mut cmd: Command, limit: Duration) -> std::process::Output {
+    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_bounded(child, limit)
+}
+
+/// Waits for `child` (stdout and stderr piped) to exit, or fails the test (killing it) after `limit`; its
+/// output is what it wrote by then — a process it left behind holding the pipes cannot block the test.
+fn wait_bounded(mut child: std::process::Child, limit: Duration) -> std::process::Output {
+    use std::sync::{Arc, Mutex};
+    let drain = |mut r: Box<dyn Read + Send>| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = buf.clone();
+        let reader = std::thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = r.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        });
+        (buf, reader)
+    };
+    let (out, out_reader) = drain(Box::new(child.stdout.take().unwrap()));
+    let (err, err_reader) = drain(Box::new(child.stderr.take().unwrap()));
+    let mut status = None;
+    let ended = within(limit, || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("still running after {limit:?}: a hang");
+    }
+    within(Duration::from_secs(2), || out_reader.is_finished() && err_reader.is_finished());
+    let take = |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
+    std::process::Output { status: status.unwrap(), stdout: take(&out), stderr: take(&err) }
+}
+
+/// `replay-vectors --shim SHIM FILES` with the answer timeout at 1 s, bounded to 60 s.
+fn replay_bounded(shim: &str, files: &[&std::path::Path]) -> (Option<i32>, String, String) {
+    let mut cmd = Command::new(CLI);
+    cmd.args(["replay-vectors", "--shim", shim]).args(files).env("NGINX_KETAMA_SHIM_TIMEOUT", "1");
+    let out = run_bounded(cmd, Duration::from_secs(60));
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// A vector file holding one glibc group of `vectors/v1/plain.json`, recorded on one version: one shim
+/// process replays it.
+fn one_group_vectors(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(nginx_ketama_harness::golden::vectors_dir().join("plain.json")).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let groups = doc["testGroups"].as_array_mut().unwrap();
+    let glibc = |g: &serde_json::Value| g["libc"].as_array().is_none_or(|l| l.iter().any(|x| x == "glibc"));
+    let mut group = groups.iter().find(|g| glibc(g)).unwrap().clone();
+    let first = group["source"]["versions"][0].clone();
+    group["source"]["versions"] = serde_json::json!([first]);
+    *groups = vec![group];
+    let file = dir.join("one-group.json");
+    std::fs::write(&file, serde_json::to_string(&doc).unwrap()).unwrap();
+    file
+}
+
+/// A shim that writes part of a line and stalls is a protocol fault when the answer timeout runs out —
+/// the timeout covers the whole line, not only its first byte — and the stalled shim is killed with what
+/// it started; so is a shim that writes nothing.
+#[test]
+fn a_shim_that_stalls_is_a_protocol_fault_and_is_killed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vectors = one_group_vectors(tmp.path());
+    let m = marker();
+    let _guard = Sleepers(m.clone());
+    let (code, out, err) = replay_bounded(&format!("printf '{{\"ok\":tr'; sleep {m}; true"), &[&vectors]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("protocol fault: ")
+            && err.contains(r#"gave no whole answer within 1 s: 8 bytes without a newline, "{\"ok\":tr""#),
+        "{err}"
+    );
+    assert!(sleepers(&m).is_empty(), "the stalled shim's sleep still runs");
+    let (code, _, err) = replay_bounded(&format!("sleep {m}; true"), &[&vectors]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("gave no answer within 1 s"), "{err}");
+    assert!(sleepers(&m).is_empty(), "a timed-out shim's child still runs");
+}
+
+/// A shim that answers each message twice is one protocol fault, not a mismatch per request.
+#[test]
+fn a_shim_that_answers_twice_is_a_protocol_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vectors = one_group_vectors(tmp.path());
+    let twice = r#"while read l; do printf '%s\n%s\n' '{"ok":true}' '{"ok":true}'; done"#;
+    let (code, out, err) = replay_bounded(twice, &[&vectors]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains(r#"wrote "{\"ok\":true}\n" that answers no message (one answer per message)"#), "{err}");
+    assert!(!out.contains("FAIL"), "reported as mismatches:\n{out}");
+}
+
+/// An endless answer line is read up to the protocol's limit and no further: a protocol fault whose
+/// message quotes 200 characters of it, not the line.
+#[test]
+fn an_endless_answer_is_cut_at_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vectors = one_group_vectors(tmp.path());
+    let (code, out, err) = replay_bounded(r"read l; yes a | tr -d '\n'", &[&vectors]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(err.contains("wrote a line longer than 1048576 bytes (the protocol's limit for an answer)"), "{err}");
+    assert!(out.len() + err.len() < 1000, "{} bytes of output", out.len() + err.len());
+}
+
+/// Answers that name an address no peer has, or more attempts than the upstream has peers (nginx tries a
+/// peer at most once per request), are protocol faults.
+#[test]
+fn answers_naming_no_peer_are_protocol_faults() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vectors = one_group_vectors(tmp.path());
+    let shim = |attempts: &str| {
+        let script = format!(
+            "import sys, json\nfor line in sys.stdin:\n    m = json.loads(line)\n    if m['op'] == 'upstream':\n        \
+             peers = [p['address'] for p in m['peers']]\n    out = {{'ok': True}} if m['op'] != 'request' else \
+             {{'attempts': {attempts}, 'outcome': 'answered'}}\n    print(json.dumps(out), flush=True)\n"
+        );
+        let file = tmp.path().join(format!("shim{}.py", attempts.len()));
+        std::fs::write(&file, script).unwrap();
+        format!("python3 {}", file.display())
+    };
+    let (code, _, err) = replay_bounded(&shim("['192.0.2.1:80']"), &[&vectors]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(r#"answered the attempt "192.0.2.1:80", which is no peer's address"#), "{err}");
+    let (code, _, err) = replay_bounded(&shim("peers * 2"), &[&vectors]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("attempts for an upstream of") && err.contains("at most once per request"), "{err}");
+}
+
+/// A shim that does not exit when its input ends (here: its shell goes on sleeping) does not survive a
+/// passing run: its process tree is killed when the harness is done with it.
+#[test]
+fn a_shim_that_ignores_the_end_of_its_input_does_not_outlive_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vectors = one_group_vectors(tmp.path());
+    let m = marker();
+    let _guard = Sleepers(m.clone());
+    // `; true`: the shell waits for `sleep` instead of becoming it.
+    let (code, out, err) = replay_bounded(&format!("{CLI} shim; sleep {m}; true"), &[&vectors]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+    assert!(sleepers(&m).is_empty(), "the shim's sleep outlived a passing run");
+}
+
+/// The newest provisioned glibc build, or a skip (a failure under `NGINX_PARITY=require`).
+fn provisioned_glibc() -> Option<nginx_ketama_harness::install::Installation> {
+    use nginx_ketama_harness::install::Installation;
+    let found = Installation::discover(&Installation::default_root())
+        .into_iter()
+        .rfind(|i| i.libc == nginx_ketama::Libc::Glibc && i.version.modelled().is_ok());
+    if found.is_none() {
+        nginx_ketama_harness::testkit::skip("no provisioned glibc nginx (scripts/provision-nginx)");
+    }
+    found
+}
+
+/// `verify --shim` on the newest provisioned build with `args` and the answer timeout `timeout`, bounded.
+fn verify_shim(shim: &str, timeout: &str, args: &[&str]) -> (Option<i32>, String, String) {
+    let install = provisioned_glibc().expect("checked by the caller");
+    let mut cmd = Command::new(CLI);
+    cmd.args(["verify", "--backend", "local", "--versions", &install.version.to_string(), "--shim", shim])
+        .args(args)
+        .env("NGINX_KETAMA_SHIM_TIMEOUT", timeout);
+    let out = run_bounded(cmd, Duration::from_secs(120));
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// A shim that breaks the protocol stops `verify` at the first fault (a hung shim would otherwise cost the
+/// timeout on every topology); `--keep-going` runs the rest. Either way the exit code is 1: the
+/// implementation under test failed.
+#[test]
+fn verify_stops_at_the_first_protocol_fault() {
+    if provisioned_glibc().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mismatches = tmp.path().join("m.jsonl");
+    let args = ["--topologies", "3", "--keys", "100", "--stream-sessions", "10", "--mismatches"];
+    let mut args = args.to_vec();
+    args.push(mismatches.to_str().unwrap());
+    let (code, out, err) = verify_shim("cat > /dev/null", "1", &args);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(out.matches("\nprotocol fault: nginx ").count(), 1, "{out}");
+    assert!(out.contains("gave no answer within 1 s") && out.contains("stopped at the first protocol fault"), "{out}");
+    args.push("--keep-going");
+    let (code, out, err) = verify_shim("cat > /dev/null", "1", &args);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert_eq!(out.matches("\nprotocol fault: nginx ").count(), 4, "3 topologies and the stream check:\n{out}");
+    assert!(!out.contains("stopped at the first"), "{out}");
+    assert!(!mismatches.exists(), "a protocol fault is no mismatch");
+}
+
+/// In `--shim` mode a mismatch names the shim's answer as the shim's, on stdout and in the mismatch file.
+#[test]
+fn a_shim_mismatch_names_the_shims_answer() {
+    if provisioned_glibc().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mismatches = tmp.path().join("m.jsonl");
+    let (_file, wrong) = wrong_shim();
+    let args = ["--topologies", "1", "--keys", "200", "--stream-sessions", "0", "--mismatches"];
+    let mut args = args.to_vec();
+    args.push(mismatches.to_str().unwrap());
+    let (code, out, err) = verify_shim(&wrong, "30", &args);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains(": shim 200 \"") && out.contains(", nginx 200 \""), "{out}");
+    assert!(!out.contains(": expected "), "{out}");
+    let text = std::fs::read_to_string(&mismatches).unwrap();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v.get("shim").is_some() && v.get("expected").is_none(), "{line}");
+        assert_eq!(v["shim_command"], wrong.as_str());
+    }
+}
+
+/// Every process descended from `pid`, with its start time.
+fn descendants(pid: i32) -> Vec<(i32, u64)> {
+    let all: Vec<(i32, nginx_ketama_harness::owner::Stat)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| Some((p, nginx_ketama_harness::owner::stat(p)?)))
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(all.iter().filter(|(_, s)| s.ppid == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    all.iter().filter(|(p, _)| *p != pid && found.contains(p)).map(|(p, s)| (*p, s.start)).collect()
+}
+
+fn running(pid: i32, start: u64) -> bool {
+    nginx_ketama_harness::owner::stat(pid).is_some_and(|s| s.start == start && s.running())
+}
+
+fn is_worker(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("worker process"))
+}
+
+/// A `verify --shim` run caught while nginx runs and its hung shim waits (a shim that also started a
+/// process in a session of its own, which ignores SIGHUP and SIGTERM): the run, and everything it started.
+fn a_busy_verify(m: &str, tmp: &std::path::Path) -> (std::process::Child, Vec<(i32, u64)>) {
+    let install = provisioned_glibc().expect("checked by the caller");
+    let shim = format!("(trap '' HUP TERM INT; setsid sleep {m}) & sleep {m}; true");
+    let mut child = Command::new(CLI)
+        .args(["verify", "--backend", "local", "--versions", &install.version.to_string(), "--topologies", "1"])
+        .args(["--keys", "50", "--stream-sessions", "0", "--shim", &shim, "--mismatches"])
+        .arg(tmp.join("m.jsonl"))
+        .env("NGINX_KETAMA_SHIM_TIMEOUT", "300")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let started = within(Duration::from_secs(60), || {
+        sleepers(m).len() == 2 && descendants(pid).iter().any(|&(p, _)| is_worker(p))
+            || child.try_wait().unwrap().is_some()
+    });
+    if !started || child.try_wait().unwrap().is_some() {
+        let out = wait_bounded(child, Duration::from_secs(10));
+        panic!(
+            "nginx's worker and the shim's two sleeps did not start:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let mut all = descendants(pid);
+    for p in sleepers(m) {
+        if let Some(s) = nginx_ketama_harness::owner::stat(p) {
+            all.push((p, s.start));
+        }
+    }
+    (child, all)
+}
+
+/// The scratch directories of run `pid` (`/tmp/nk-<pid>-N`, `/tmp/nk-oc-<pid>-N`).
+fn scratch_of(pid: i32) -> Vec<std::path::PathBuf> {
+    let mine = |name: &str| {
+        let rest = name.strip_prefix("nk-").map(|r| r.strip_prefix("oc-").unwrap_or(r));
+        rest.and_then(|r| r.split_once('-')).is_some_and(|(p, _)| p == pid.to_string())
+    };
+    nginx_ketama_harness::scratch::PLACES
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(mine))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// `SIGTERM` or `SIGINT` to a running `verify`: it kills everything it started — nginx's master and
+/// worker, the shim and what the shim started, even in a session of its own — removes its scratch
+/// directories and exits 143 or 130.
+#[test]
+fn verify_stopped_by_a_signal_leaves_nothing_behind() {
+    if provisioned_glibc().is_none() {
+        return;
+    }
+    if !nginx_ketama_harness::netns::available() {
+        nginx_ketama_harness::testkit::skip("not root: a shim's process in a session of its own survives");
+        return;
+    }
+    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+        let m = marker();
+        let _guard = Sleepers(m.clone());
+        let tmp = tempfile::tempdir().unwrap();
+        let (child, started) = a_busy_verify(&m, tmp.path());
+        let pid = child.id() as i32;
+        assert!(!scratch_of(pid).is_empty(), "the run has scratch directories");
+        // SAFETY: a signal to the child this test started.
+        unsafe { libc::kill(pid, signal) };
+        let out = wait_bounded(child, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{err}");
+        assert!(err.contains("stopped by SIG") && err.contains("killed 2 process trees"), "{err}");
+        let left = || started.iter().filter(|&&(p, s)| running(p, s)).count();
+        assert!(within(Duration::from_secs(5), || left() == 0), "{} processes outlived signal {signal}", left());
+        assert_eq!(scratch_of(pid), Vec::<std::path::PathBuf>::new(), "scratch directories left");
+    }
+}
+
+/// `SIGKILL` to a running `verify` (no handler runs): as root, nginx's worker and everything the shim
+/// started die with it all the same (each process tree is a PID namespace whose keeper dies with the
+/// run); the scratch directories it could not remove are removed by `nginx-ketama cleanup`, which says so.
+#[test]
+fn verify_killed_leaves_nothing_running() {
+    if provisioned_glibc().is_none() {
+        return;
+    }
+    if !nginx_ketama_harness::netns::available() {
+        nginx_ketama_harness::testkit::skip("not root: without PID namespaces a SIGKILLed run can leave a worker");
+        return;
+    }
+    let m = marker();
+    let _guard = Sleepers(m.clone());
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, started) = a_busy_verify(&m, tmp.path());
+    let pid = child.id() as i32;
+    child.kill().unwrap();
+    let out = wait_bounded(child, Duration::from_secs(30));
+    assert_eq!(out.status.signal(), Some(libc::SIGKILL));
+    let left = || started.iter().filter(|&&(p, s)| running(p, s)).count();
+    assert!(within(Duration::from_secs(5), || left() == 0), "{} processes outlived SIGKILL", left());
+    let dirs = scratch_of(pid);
+    assert!(!dirs.is_empty(), "a SIGKILLed run cannot remove its directories");
+    let out = Command::new(CLI).arg("cleanup").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for d in &dirs {
+        assert!(!d.exists() && text.contains(&format!("removed {} (its run is gone)", d.display())), "{text}");
+    }
+}
+
+/// A `verify --config` whose namespace cannot be set up (here: no `sleep` to hold it, with an empty
+/// `PATH`) is a harness fault that leaves no scratch directory behind.
+#[test]
+fn a_namespace_setup_error_leaves_no_scratch_directory() {
+    if provisioned_glibc().is_none() {
+        return;
+    }
+    if !nginx_ketama_harness::netns::available() {
+        nginx_ketama_harness::testkit::skip("not root: verify --config makes no namespace");
+        return;
+    }
+    let install = provisioned_glibc().unwrap();
+    let conf =
+        write_conf("setup.conf", "upstream a { hash $arg_k consistent; server 10.9.8.7:80; server 10.9.8.6:80; }");
+    let empty = tempfile::tempdir().unwrap();
+    let child = Command::new(CLI)
+        .args(["verify", "--config", conf.to_str().unwrap(), "--versions", &install.version.to_string()])
+        .args(["--libc", "glibc", "--keys", "10", "--failure-runs", "0"])
+        .env("PATH", empty.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let out = wait_bounded(child, Duration::from_secs(120));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("creating the private network and mount namespaces"), "{err}");
+    assert_eq!(scratch_of(pid), Vec::<std::path::PathBuf>::new(), "scratch directories left");
 }

@@ -376,7 +376,7 @@ fn route_command_agrees_with_nginx() -> Result<()> {
         assert_eq!(line["server"].as_str(), ours.first().map(String::as_str));
     }
     drop(session);
-    std::fs::remove_dir_all(&unix_dir)?;
+    drop(unix_dir);
     report(&format!(
         "route command: {} keys over {} server lines (spellings {:?}) agree with nginx {}",
         requests.len(),
@@ -406,13 +406,14 @@ fn a_failing_start_shows_nginx_error_output() -> Result<()> {
         ..Default::default()
     };
     let prefix = backend.prefix()?;
-    let err = match backend.start(&site, prefix.clone()) {
+    let path = prefix.to_path_buf();
+    let err = match backend.start(&site, prefix) {
         Ok(_) => panic!("nginx accepted weight=0"),
         Err(e) => format!("{e:#}"),
     };
     assert!(err.contains("nginx exited during startup"), "{err}");
     assert!(err.contains("invalid parameter \"weight=0\""), "{err}");
-    assert!(!prefix.exists(), "the prefix is removed");
+    assert!(!path.exists(), "the prefix is removed");
     report(&format!("startup failure reported as: {}", err.lines().find(|l| l.contains("weight=0")).unwrap_or("")));
     Ok(())
 }
@@ -454,7 +455,7 @@ fn shims_are_proven_live() -> Result<()> {
             .args(["--stream-sessions", "50", "--shim", shim, "--mismatches"])
             .arg(dir.join("mismatches.jsonl"))
             .output()?;
-        std::fs::remove_dir_all(&dir)?;
+        drop(dir);
         Ok(out)
     };
     let out = verify(&format!("{CLI} shim"))?;

@@ -4,6 +4,7 @@ use super::install::Origin;
 use super::install::{BuildInfo, Installation, Stream, build_label, build_summary, detect_libc, glibc_banner};
 use super::local::{LocalNginx, fresh_prefix};
 use super::netns::Net;
+use super::scratch::ScratchDir;
 use super::site::{self, Environment, Site};
 use super::topology::Capabilities;
 use anyhow::{Context, Result, bail};
@@ -221,18 +222,18 @@ impl Backend {
     /// # Errors
     ///
     /// nginx failing to start, with its own error output; a missing image or Docker engine.
-    pub fn start(&self, site: &Site, prefix: PathBuf) -> Result<Box<dyn Instance>> {
+    pub fn start(&self, site: &Site, prefix: ScratchDir) -> Result<Box<dyn Instance>> {
         match self {
             Backend::Local(install) => Ok(Box::new(LocalNginx::start(install, site, prefix)?)),
             Backend::Docker(image) => {
-                let _ = std::fs::remove_dir_all(&prefix);
+                drop(prefix);
                 Ok(Box::new(docker::start(image, site)?))
             }
         }
     }
 
-    /// A prefix directory for the next instance (its `sock/` holds unix sockets).
-    pub fn prefix(&self) -> Result<PathBuf> {
+    /// A prefix directory for the next instance (its `sock/` holds unix sockets), removed when dropped.
+    pub fn prefix(&self) -> Result<ScratchDir> {
         fresh_prefix()
     }
 }
@@ -483,6 +484,7 @@ mod docker {
             user_root: true,
         };
         let conf = site::render(site, &env);
+        crate::cleanup::starting_container();
         let (name, tag) = image.name_and_tag();
         let mut request = GenericImage::new(name, tag)
             .with_exposed_port(site::FRONT_HTTP_PORT.tcp())

@@ -1,6 +1,8 @@
 //! What a killed parity run leaves behind, and its removal (`nginx-ketama cleanup`, run by `scripts/test`
-//! when it exits): nginx process groups recorded by [`local`](crate::local) and containers labelled with
-//! their owner's pid. Only things whose owning process is gone are touched, so concurrent runs are safe.
+//! when it exits): process groups recorded by [`tree`](crate::tree) (nginx, shims), scratch directories
+//! ([`scratch`](crate::scratch)) and containers labelled with their owner's pid. Only things whose owning
+//! process is gone are touched — checked by pid *and* start time where the record has them — so concurrent
+//! runs are safe. [`teardown`] is the other half: what an interrupted run removes itself before it exits.
 
 use anyhow::{Context, Result};
 use std::fmt;
@@ -12,10 +14,12 @@ pub const OWNER_LABEL: &str = "nginx-ketama.owner-pid";
 /// One thing a dead run left behind (and this module removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stale {
-    /// A local nginx's process group.
+    /// A process group: a local nginx's, a shim's.
     ProcessGroup {
-        /// The process group (nginx's master).
+        /// The process group.
         pgid: i32,
+        /// What it ran (`nginx`, `shim`).
+        what: String,
         /// The pid of the run that started it.
         owner: i32,
     },
@@ -26,15 +30,21 @@ pub enum Stale {
         /// The pid of the run that started it.
         owner: i32,
     },
+    /// A scratch directory.
+    Directory {
+        /// Where it was.
+        path: std::path::PathBuf,
+    },
 }
 
 impl fmt::Display for Stale {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Stale::ProcessGroup { pgid, owner } => {
-                write!(f, "killed nginx process group {pgid} (its run, pid {owner}, is gone)")
+            Stale::ProcessGroup { pgid, what, owner } => {
+                write!(f, "killed {what} process group {pgid} (its run, pid {owner}, is gone)")
             }
             Stale::Container { id, owner } => write!(f, "removed container {id} (its run, pid {owner}, is gone)"),
+            Stale::Directory { path } => write!(f, "removed {} (its run is gone)", path.display()),
         }
     }
 }
@@ -45,13 +55,14 @@ pub(crate) fn alive(pid: i32) -> bool {
     pid > 0 && unsafe { libc::kill(pid, 0) } == 0
 }
 
-/// Removes every stale process group and container, and says what it removed.
+/// Removes every stale process group, scratch directory and container, and says what it removed.
 ///
 /// # Errors
 ///
 /// Docker answers but cannot list or remove a container.
 pub fn run() -> Result<Vec<Stale>> {
-    let mut removed = crate::local::reap_stale();
+    let mut removed = crate::tree::reap_stale();
+    removed.extend(crate::scratch::reap_stale().into_iter().map(|path| Stale::Directory { path }));
     let docker = |args: &[&str]| Command::new("docker").args(args).stdin(Stdio::null()).output();
     let Ok(ps) = docker(&[
         "ps",
@@ -76,4 +87,44 @@ pub fn run() -> Result<Vec<Stale>> {
         }
     }
     Ok(removed)
+}
+
+/// Whether this process started a container (so that [`teardown`] asks Docker only then).
+static STARTED_CONTAINERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Notes that this process is starting a container labelled with [`OWNER_LABEL`].
+pub(crate) fn starting_container() {
+    STARTED_CONTAINERS.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// What [`teardown`] stopped and removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Teardown {
+    /// Process trees killed (nginx, shims).
+    pub trees: usize,
+    /// Scratch directories removed.
+    pub dirs: usize,
+    /// Containers removed.
+    pub containers: usize,
+}
+
+/// Stops everything this process started and is still running — every process tree, then every scratch
+/// directory, then its containers — for an interrupted run (the CLI's `SIGINT`/`SIGTERM` handler), right
+/// before it exits: no tree or directory can be started or reaped by another thread afterwards.
+pub fn teardown() -> Teardown {
+    let trees = crate::tree::kill_all_own();
+    let dirs = crate::scratch::remove_all_own();
+    let mut containers = 0;
+    if STARTED_CONTAINERS.load(std::sync::atomic::Ordering::SeqCst) {
+        let docker = |args: &[&str]| Command::new("docker").args(args).stdin(Stdio::null()).output();
+        let filter = format!("label={OWNER_LABEL}={}", std::process::id());
+        if let Ok(ps) = docker(&["ps", "-aq", "--filter", &filter]) {
+            for id in String::from_utf8_lossy(&ps.stdout).split_whitespace() {
+                if docker(&["rm", "-f", id]).is_ok_and(|o| o.status.success()) {
+                    containers += 1;
+                }
+            }
+        }
+    }
+    Teardown { trees, dirs, containers }
 }

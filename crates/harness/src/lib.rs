@@ -11,6 +11,9 @@
 //!   per-worker simulator ([`clock`]: following nginx's clock, which decides when a failed server comes
 //!   back); [`stream`] does the same for the stream module.
 //! * [`shim`] drives any implementation through a line protocol instead of the library.
+//! * [`tree`] starts nginx and shims as process trees killed whole on every exit path; [`scratch`] makes the
+//!   directories they use; both record their owner ([`owner`]) so that [`cleanup`] removes only what runs
+//!   that are gone left behind.
 //! * [`own_config`] proves the upstreams of a user's own `nginx.conf` as written, their addresses made
 //!   local inside a private network namespace (`verify --config`).
 //! * [`sweep`] runs many topologies per version (the CLI's `verify` drives it); [`testkit`] holds what the
@@ -28,13 +31,16 @@ pub mod install;
 pub mod local;
 pub mod netns;
 pub mod own_config;
+pub mod owner;
 pub mod parity;
+pub mod scratch;
 pub mod shim;
 pub mod site;
 pub mod stream;
 pub mod sweep;
 pub mod testkit;
 pub mod topology;
+pub mod tree;
 
 /// Forging printable keys with a chosen CRC32: the library's [`nginx_ketama::analysis::forge`].
 pub use nginx_ketama::analysis::forge;

@@ -1,59 +1,33 @@
 //! nginx as a local process: its own prefix, `daemon off`, its own network namespace (as root; see
-//! [`super::netns`]), killed with its whole process group when dropped — and reaped on the next run if the
-//! owner died without dropping it.
+//! [`super::netns`]), a [`ProcessTree`] killed whole (master and workers) when dropped or when the CLI is
+//! interrupted — and reaped on the next run if the owner died without either.
 
 use super::backend::log_tail;
 use super::install::Installation;
 use super::netns::{self, Net, NetNs};
 use super::site::{self, Environment, Site};
 use super::topology::SERVICE_PORTS;
-use crate::cleanup::Stale;
+use crate::scratch::ScratchDir;
+use crate::tree::ProcessTree;
 use anyhow::{Context, Result, bail};
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A running local nginx.
 #[derive(Debug)]
 pub struct LocalNginx {
-    child: Child,
-    prefix: PathBuf,
-    registry_entry: PathBuf,
+    // Declared before `prefix`: the tree is killed before its directory is removed.
+    tree: ProcessTree,
+    prefix: ScratchDir,
     http_front: SocketAddr,
     stream_front: SocketAddr,
     stderr: Arc<Mutex<String>>,
     /// nginx's private network namespace; `None` when not root (nginx then shares this machine's loopback).
     netns: Option<NetNs>,
-}
-
-/// Directory holding one file per running nginx: `<process group>` containing the owner's pid.
-fn registry() -> PathBuf {
-    std::env::temp_dir().join("nginx-ketama-runs")
-}
-
-/// Kills nginx process groups whose owning process no longer exists (a test run killed before cleanup)
-/// and returns them.
-pub fn reap_stale() -> Vec<Stale> {
-    let Ok(entries) = std::fs::read_dir(registry()) else { return Vec::new() };
-    let mut reaped = Vec::new();
-    for e in entries.filter_map(Result::ok) {
-        let pgid: i32 = match e.file_name().to_str().and_then(|s| s.parse().ok()) {
-            Some(p) => p,
-            None => continue,
-        };
-        let owner: i32 = std::fs::read_to_string(e.path()).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
-        if !crate::cleanup::alive(owner) {
-            // SAFETY: signalling a process group we started earlier.
-            unsafe { libc::killpg(pgid, libc::SIGKILL) };
-            let _ = std::fs::remove_file(e.path());
-            reaped.push(Stale::ProcessGroup { pgid, owner });
-        }
-    }
-    reaped
 }
 
 /// A free TCP port on `ip` (bound and released; nginx binds it right after).
@@ -63,15 +37,11 @@ pub fn free_port(ip: std::net::IpAddr) -> Result<u16> {
 
 static NEXT_PREFIX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// A fresh, short prefix directory (unix socket paths must fit in 107 bytes).
-pub fn fresh_prefix() -> Result<PathBuf> {
+/// A fresh, short prefix directory (unix socket paths must fit in 107 bytes), removed when dropped.
+pub fn fresh_prefix() -> Result<ScratchDir> {
     let n = NEXT_PREFIX.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = PathBuf::from(format!("/tmp/nk-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    for sub in ["logs", "tmp", "sock"] {
-        std::fs::create_dir_all(dir.join(sub)).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    Ok(dir)
+    Ok(ScratchDir::create(dir, &["logs", "tmp", "sock"])?)
 }
 
 impl LocalNginx {
@@ -80,7 +50,7 @@ impl LocalNginx {
     /// # Errors
     ///
     /// nginx failing to start (its own error output is included), or not listening within 15 s.
-    pub fn start(install: &Installation, site: &Site, prefix: PathBuf) -> Result<LocalNginx> {
+    pub fn start(install: &Installation, site: &Site, prefix: ScratchDir) -> Result<LocalNginx> {
         LocalNginx::start_in(install, site, prefix, None)
     }
 
@@ -94,7 +64,7 @@ impl LocalNginx {
     pub fn start_joined(
         install: &Installation,
         site: &Site,
-        prefix: PathBuf,
+        prefix: ScratchDir,
         holder: &netns::Holder,
         front: SocketAddr,
     ) -> Result<LocalNginx> {
@@ -104,10 +74,10 @@ impl LocalNginx {
     fn start_in(
         install: &Installation,
         site: &Site,
-        prefix: PathBuf,
+        prefix: ScratchDir,
         joined: Option<(&netns::Holder, SocketAddr)>,
     ) -> Result<LocalNginx> {
-        reap_stale();
+        crate::tree::reap_stale();
         let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
         let isolated = netns::available() || joined.is_some();
         let (http_front, stream_front) = if let Some((_, front)) = joined {
@@ -147,29 +117,19 @@ impl LocalNginx {
         } else if hosts_file.is_some() {
             bail!("a private hosts file needs root (a private mount namespace)");
         }
-        cmd.arg("-p").arg(&prefix).arg("-c").arg(&conf);
+        cmd.arg("-p").arg(prefix.path()).arg("-c").arg(&conf);
         // The start-up log: an nginx without `-e` (before 1.19.5) says in one [alert] line that it cannot open
         // its compiled path, then follows the rendered config's `error_log stderr notice;`.
         if install.version.rules().error_log_switch {
             cmd.arg("-e").arg("stderr");
         }
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        cmd.process_group(0);
-        // SAFETY: prctl is async-signal-safe; the child dies with us if we die without cleaning up.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().with_context(|| format!("starting {}", install.binary().display()))?;
+        let mut tree = ProcessTree::spawn(&mut cmd, "nginx")
+            .with_context(|| format!("starting {}", install.binary().display()))?;
         // `spawn` returns after `exec`, so the namespace exists by now.
-        let netns = if isolated { Some(NetNs::of(child.id()).context("nginx's network namespace")?) } else { None };
-        let registry_entry = registry().join(child.id().to_string());
-        std::fs::create_dir_all(registry())?;
-        std::fs::write(&registry_entry, std::process::id().to_string())?;
+        let netns = if isolated { Some(NetNs::of(tree.id()).context("nginx's network namespace")?) } else { None };
         let stderr = Arc::new(Mutex::new(String::new()));
-        let mut pipe = child.stderr.take().expect("piped stderr");
+        let mut pipe = tree.take_stderr().expect("piped stderr");
         let sink = stderr.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
@@ -188,7 +148,7 @@ impl LocalNginx {
                 }
             }
         });
-        let mut nginx = LocalNginx { child, prefix, registry_entry, http_front, stream_front, stderr, netns };
+        let mut nginx = LocalNginx { tree, prefix, http_front, stream_front, stderr, netns };
         nginx.wait_ready()?;
         Ok(nginx)
     }
@@ -201,7 +161,7 @@ impl LocalNginx {
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut pending = vec![self.http_front];
         loop {
-            if self.child.try_wait()?.is_some() {
+            if self.tree.exited().is_some() {
                 // Give the stderr reader a moment to drain what nginx printed before exiting.
                 let until = Instant::now() + Duration::from_millis(300);
                 while Instant::now() < until && self.stderr().is_empty() {
@@ -244,14 +204,15 @@ impl LocalNginx {
         self.netns.as_ref()
     }
 
-    /// The master process id.
+    /// The process id of the tree's leader: nginx's master, or as root the keeper of the PID namespace
+    /// the master is process 1 of (see [`ProcessTree`]).
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.tree.id()
     }
 
     /// The prefix directory (logs, sockets).
     pub fn prefix(&self) -> &Path {
-        &self.prefix
+        self.prefix.path()
     }
 
     /// What nginx printed on stderr so far.
@@ -275,15 +236,4 @@ fn check_shared_loopback() -> Result<()> {
         );
     }
     Ok(())
-}
-
-impl Drop for LocalNginx {
-    fn drop(&mut self) {
-        let pgid = self.child.id() as i32;
-        // SAFETY: the child leads its own process group (process_group(0)); kill master and workers.
-        unsafe { libc::killpg(pgid, libc::SIGKILL) };
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.registry_entry);
-        let _ = std::fs::remove_dir_all(&self.prefix);
-    }
 }

@@ -382,6 +382,15 @@ pub fn compare_clocked(
     }
 }
 
+/// `text` cut to its first `max` characters, saying how long it was: for reports and messages that quote
+/// what they did not write (a shim's answer, nginx's `$upstream_addr`).
+pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}… ({} bytes)", &text[..cut], text.len())),
+    }
+}
+
 /// A short, printable rendering of a key for messages.
 pub fn show_key(key: &[u8]) -> String {
     let s = String::from_utf8_lossy(key);

@@ -4,39 +4,171 @@
 //!
 //! The harness sends one `upstream` message per topology (a fresh worker), then one `request` per key in
 //! nginx's order; `reset` gives a fresh worker for the same upstream (stateless vector groups). The shim
-//! answers each message with one line. An `error` answer, a malformed line or a dead shim is a harness fault,
-//! never a pass; `unsupported` (with its reason) is reported apart, as rustls's BoGo shim does.
+//! answers each message with exactly one line, within `$NGINX_KETAMA_SHIM_TIMEOUT` for the whole exchange
+//! (writing the message, reading the whole line), and at most [`MAX_ANSWER`] bytes long. Anything else — an
+//! `error` answer, a line that is not an answer, a line too long, no whole line in time, a line nobody asked
+//! for, an attempt that is no peer's address, an exit — is a [`ProtocolFault`]: the implementation under
+//! test failed, never a pass and never the harness's fault. `unsupported` (with its reason) is reported
+//! apart, as rustls's BoGo shim does. The shim runs as a [`ProcessTree`]: whatever it starts is killed with
+//! it when the harness is done with it, whichever way.
 
 use super::golden::{Observation, Outcome, PeerRecord, peers_of, upstream_of_peers};
-use super::parity::{Model, RUN_CLOCK};
+use super::parity::{Model, RUN_CLOCK, clip};
 use super::topology::{Topology, UPSTREAM};
+use super::tree::ProcessTree;
 use anyhow::{Context, Result, bail};
 use nginx_ketama::upstream::Method;
 use nginx_ketama::version::NginxVersion;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::io::{BufRead, Read, Write};
+use std::os::fd::AsRawFd;
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// The protocol version this harness speaks (`ports/SHIM.md`).
 pub const PROTOCOL: u32 = 1;
 
-/// How long the harness waits for one answer before it calls the shim hung (a fault, never a hang):
-/// `$NGINX_KETAMA_SHIM_TIMEOUT` seconds, default 60.
-pub fn answer_timeout() -> std::time::Duration {
-    let secs = std::env::var("NGINX_KETAMA_SHIM_TIMEOUT").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    std::time::Duration::from_secs(secs)
+/// The longest answer the harness reads, in bytes without the newline; a longer line is a protocol fault.
+/// Far above any honest answer: an answer names each peer at most once, and a peer's address is at most a
+/// unix socket path (107 bytes) long.
+pub const MAX_ANSWER: usize = 1 << 20;
+
+/// How much of a shim's line a message quotes.
+const QUOTE: usize = 200;
+
+/// How long the harness waits, after closing a shim's stdin, for the shim to end its output (any line it
+/// writes then is a protocol fault) before it kills the shim's process tree: this or the answer timeout,
+/// whichever is shorter.
+pub const EXIT_GRACE: Duration = Duration::from_secs(1);
+
+/// How long the harness gives one exchange — writing a message and reading the whole answer line — before
+/// it calls the shim hung (a protocol fault, never a hang): `$NGINX_KETAMA_SHIM_TIMEOUT` seconds (a
+/// decimal number), default 60.
+pub fn answer_timeout() -> Duration {
+    std::env::var("NGINX_KETAMA_SHIM_TIMEOUT")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(Duration::from_secs(60), |s| Duration::from_secs_f64(s.min(1e9)))
 }
 
-/// Whether `pipe` has something to read (or its end) within `timeout`.
-fn readable_within(pipe: &BufReader<ChildStdout>, timeout: std::time::Duration) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut fd = libc::pollfd { fd: pipe.get_ref().as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+/// The implementation under test broke the shim protocol (`ports/SHIM.md`): a failure of the shim, not of
+/// the harness, and never a pass. `verify` and `replay-vectors` exit 1 on it, as on a mismatch.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the shim {command:?} {what}")]
+pub struct ProtocolFault {
+    /// The shim's command.
+    pub command: String,
+    /// What it did.
+    pub what: String,
+}
+
+impl ProtocolFault {
+    /// Whether `e` is (or was caused by) a protocol fault.
+    pub fn in_chain(e: &anyhow::Error) -> bool {
+        e.chain().any(|c| c.is::<ProtocolFault>())
+    }
+}
+
+/// `text` as a message quotes it: at most [`QUOTE`] characters.
+fn quote(bytes: &[u8]) -> String {
+    format!("{:?}", clip(&String::from_utf8_lossy(bytes), QUOTE))
+}
+
+/// Sets `O_NONBLOCK` on a pipe end this process alone holds.
+fn nonblocking(fd: &impl AsRawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Waits until `fd` is ready for `events` (or has hung up), at most until `deadline`; whether it is.
+fn ready(fd: &impl AsRawFd, events: libc::c_short, deadline: Instant) -> bool {
+    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events, revents: 0 };
     loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        // Rounded up, so that a wait never ends before the deadline.
+        let ms = libc::c_int::try_from(left.as_micros().div_ceil(1000)).unwrap_or(libc::c_int::MAX);
         // SAFETY: poll on one descriptor we own, with a valid pollfd.
-        let r = unsafe { libc::poll(&mut fd, 1, ms) };
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
         if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return r > 0;
+        }
+    }
+}
+
+/// What one look at the shim's stdout found.
+enum Fill {
+    /// Bytes were added to the buffer.
+    Data,
+    /// Nothing within the wait.
+    Nothing,
+    /// The shim's stdout ended.
+    End,
+}
+
+/// How reading one answer line ended.
+enum LineRead {
+    Line(Vec<u8>),
+    /// The output ended after this many bytes of an unfinished line.
+    End(usize),
+    /// The deadline passed after this many bytes of an unfinished line.
+    TimedOut(usize),
+    TooLong,
+}
+
+/// The shim's stdout, read against deadlines, never holding much more than [`MAX_ANSWER`] bytes.
+#[derive(Debug)]
+struct Answers {
+    pipe: ChildStdout,
+    buf: Vec<u8>,
+}
+
+impl Answers {
+    /// Reads what is there within `deadline`, once.
+    fn fill(&mut self, deadline: Instant) -> std::io::Result<Fill> {
+        if !ready(&self.pipe, libc::POLLIN, deadline) {
+            return Ok(Fill::Nothing);
+        }
+        let mut chunk = [0u8; 64 * 1024];
+        match self.pipe.read(&mut chunk) {
+            Ok(0) => Ok(Fill::End),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                Ok(Fill::Data)
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {
+                Ok(Fill::Nothing)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The next line (without its newline), read until `deadline`.
+    fn line(&mut self, deadline: Instant) -> std::io::Result<LineRead> {
+        loop {
+            if let Some(end) = self.buf.iter().position(|&b| b == b'\n') {
+                if end > MAX_ANSWER {
+                    return Ok(LineRead::TooLong);
+                }
+                let mut line: Vec<u8> = self.buf.drain(..=end).collect();
+                line.pop();
+                return Ok(LineRead::Line(line));
+            }
+            if self.buf.len() > MAX_ANSWER {
+                return Ok(LineRead::TooLong);
+            }
+            if Instant::now() >= deadline {
+                return Ok(LineRead::TimedOut(self.buf.len()));
+            }
+            if let Fill::End = self.fill(deadline)? {
+                return Ok(LineRead::End(self.buf.len()));
+            }
         }
     }
 }
@@ -44,11 +176,13 @@ fn readable_within(pipe: &BufReader<ChildStdout>, timeout: std::time::Duration) 
 /// A running shim.
 #[derive(Debug)]
 pub struct Shim {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    // Declared first: the tree is killed before the pipes close.
+    tree: ProcessTree,
+    stdin: Option<ChildStdin>,
+    answers: Answers,
     command: String,
-    line: String,
+    /// The `address` of every peer of the current upstream.
+    peers: Vec<String>,
 }
 
 /// What the shim said a request did.
@@ -76,62 +210,122 @@ impl ShimAnswer {
 }
 
 impl Shim {
-    /// Starts `command` (run by `sh -c`).
+    /// Starts `command` (run by `sh -c`) as a process tree of its own.
     ///
     /// # Errors
     ///
     /// The shell could not be started.
     pub fn start(command: &str) -> Result<Shim> {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(command)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("starting the shim {command:?}"))?;
-        let stdin = child.stdin.take().context("shim stdin")?;
-        let stdout = BufReader::new(child.stdout.take().context("shim stdout")?);
-        Ok(Shim { child, stdin, stdout, command: command.to_string(), line: String::new() })
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(command).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut tree =
+            ProcessTree::spawn(&mut cmd, "shim").with_context(|| format!("starting the shim {command:?}"))?;
+        let stdin = tree.take_stdin().context("shim stdin")?;
+        let stdout = tree.take_stdout().context("shim stdout")?;
+        nonblocking(&stdin).and_then(|()| nonblocking(&stdout)).context("shim pipes")?;
+        Ok(Shim {
+            tree,
+            stdin: Some(stdin),
+            answers: Answers { pipe: stdout, buf: Vec::new() },
+            command: command.to_string(),
+            peers: Vec::new(),
+        })
+    }
+
+    fn fault(&self, what: impl Into<String>) -> anyhow::Error {
+        ProtocolFault { command: self.command.clone(), what: what.into() }.into()
     }
 
     fn exchange(&mut self, message: &Value) -> Result<Value> {
+        // One answer per message: a whole line already waiting answers nothing the harness asked. (Part of a
+        // line is taken as the start of the answer: a shim may write before the message arrives, and whether
+        // it did depends on who is faster; the rest of that line decides.)
+        self.answers.fill(Instant::now())?;
+        if self.answers.buf.contains(&b'\n') {
+            let extra = quote(&self.answers.buf);
+            return Err(self.fault(format!("wrote {extra} that answers no message (one answer per message)")));
+        }
+        let timeout = answer_timeout();
+        let deadline = Instant::now() + timeout;
         let mut text = serde_json::to_vec(message)?;
         text.push(b'\n');
-        self.stdin.write_all(&text).and_then(|()| self.stdin.flush()).with_context(|| self.gone())?;
-        self.line.clear();
-        let timeout = answer_timeout();
-        if self.stdout.buffer().is_empty() && !readable_within(&self.stdout, timeout) {
-            bail!("the shim {:?} gave no answer within {} s", self.command, timeout.as_secs());
-        }
-        if self.stdout.read_line(&mut self.line).with_context(|| self.gone())? == 0 {
-            bail!("{}", self.gone());
-        }
-        let answer: Value = serde_json::from_str(&self.line).with_context(|| {
-            format!("the shim {:?} answered with something that is not JSON: {:?}", self.command, self.line)
-        })?;
+        self.send(&text, deadline, timeout)?;
+        let line = match self.answers.line(deadline)? {
+            LineRead::Line(line) => line,
+            LineRead::End(0) => return Err(self.gone("before answering")),
+            LineRead::End(n) => return Err(self.gone(&format!("after {n} bytes of an answer without its newline"))),
+            LineRead::TimedOut(0) => {
+                return Err(self.fault(format!("gave no answer within {} s", timeout.as_secs_f64())));
+            }
+            LineRead::TimedOut(n) => {
+                return Err(self.fault(format!(
+                    "gave no whole answer within {} s: {n} bytes without a newline, {}",
+                    timeout.as_secs_f64(),
+                    quote(&self.answers.buf)
+                )));
+            }
+            LineRead::TooLong => {
+                return Err(self.fault(format!(
+                    "wrote a line longer than {MAX_ANSWER} bytes (the protocol's limit for an answer), starting {}",
+                    quote(&self.answers.buf[..QUOTE.min(self.answers.buf.len())])
+                )));
+            }
+        };
+        let answer: Value = serde_json::from_slice(&line)
+            .map_err(|e| self.fault(format!("answered with something that is not JSON ({e}): {}", quote(&line))))?;
         if let Some(e) = answer.get("error") {
-            bail!("the shim {:?} reported an error: {e}", self.command);
+            return Err(self.fault(format!("reported an error: {}", clip(&e.to_string(), QUOTE))));
         }
         if let Some(reason) = answer.get("unsupported") {
-            bail!("unsupported by the shim {:?}: {reason}", self.command);
+            bail!("unsupported by the shim {:?}: {}", self.command, clip(&reason.to_string(), QUOTE));
         }
         Ok(answer)
     }
 
-    /// Why the shim stopped answering. A shim whose output ended is normally exiting: wait (up to 5 s) for
-    /// its exit status, so the message does not depend on who is faster.
-    fn gone(&mut self) -> String {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(status)) => return format!("the shim {:?} exited ({status})", self.command),
-                Ok(None) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(std::time::Duration::from_millis(5));
+    /// Writes `text` to the shim's stdin by `deadline`.
+    fn send(&mut self, mut text: &[u8], deadline: Instant, timeout: Duration) -> Result<()> {
+        while !text.is_empty() {
+            let stdin = self.stdin.as_mut().context("the shim's stdin is closed")?;
+            match stdin.write(text) {
+                Ok(n) => text = &text[n..],
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if !ready(stdin, libc::POLLOUT, deadline) && Instant::now() >= deadline {
+                        return Err(self.fault(format!("did not read its input within {} s", timeout.as_secs_f64())));
+                    }
                 }
-                _ => return format!("the shim {:?} stopped answering and is still running", self.command),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Err(self.gone("before reading")),
+                Err(e) => return Err(e).context("writing to the shim"),
             }
         }
+        Ok(())
+    }
+
+    /// The shim stopped answering (its output ended, its input closed): a shim whose output ended is
+    /// normally exiting, so its exit status is waited for (up to 5 s), and the message does not depend on
+    /// who is faster.
+    fn gone(&self, when: &str) -> anyhow::Error {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match self.tree.exited() {
+                Some(status) => return self.fault(format!("exited ({status}) {when}")),
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                None => return self.fault(format!("closed its output {when} and is still running")),
+            }
+        }
+    }
+
+    /// Expects `{"ok":true}` as the answer to `message` (`upstream`, `reset`).
+    fn expect_ok(&mut self, message: &Value) -> Result<()> {
+        let answer = self.exchange(message)?;
+        if answer.get("ok") != Some(&Value::Bool(true)) {
+            let op = message.get("op").and_then(Value::as_str).unwrap_or("?");
+            return Err(self.fault(format!(
+                "answered {} to an `{op}` message, not {{\"ok\":true}}",
+                clip(&answer.to_string(), QUOTE)
+            )));
+        }
+        Ok(())
     }
 
     /// Gives the shim an upstream and a fresh worker for it.
@@ -153,7 +347,11 @@ impl Shim {
             Ok(v) => v.rules().routing().into_iter().map(|(k, v)| (k.to_string(), Value::from(v))).collect(),
             Err(_) => serde_json::Map::new(),
         };
-        self.exchange(&json!({
+        self.peers = peers
+            .as_array()
+            .map(|ps| ps.iter().filter_map(|p| p.get("address")?.as_str().map(str::to_string)).collect())
+            .unwrap_or_default();
+        self.expect_ok(&json!({
             "op": "upstream",
             "protocol": PROTOCOL,
             "name": UPSTREAM,
@@ -163,7 +361,6 @@ impl Shim {
             "now": RUN_CLOCK,
             "peers": peers,
         }))
-        .map(drop)
     }
 
     /// A fresh worker for the same upstream.
@@ -172,40 +369,67 @@ impl Shim {
     ///
     /// As [`Shim::upstream`].
     pub fn reset(&mut self) -> Result<()> {
-        self.exchange(&json!({"op": "reset"})).map(drop)
+        self.expect_ok(&json!({"op": "reset"}))
     }
 
     /// One request with `key` on the current worker.
     ///
     /// # Errors
     ///
-    /// The shim failed or answered something that is not an answer.
+    /// The shim failed or answered something that is not an answer: a [`ProtocolFault`].
     pub fn request(&mut self, key: &[u8]) -> Result<ShimAnswer> {
         let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
         let answer = self.exchange(&json!({"op": "request", "keyHex": hex}))?;
-        let attempts = answer
-            .get("attempts")
-            .and_then(Value::as_array)
-            .context("an answer without \"attempts\"")?
-            .iter()
-            .map(|a| a.as_str().map(str::to_string).context("an attempt that is not a string"))
-            .collect::<Result<Vec<_>>>()?;
-        let outcome = answer.get("outcome").context("an answer without \"outcome\"")?;
-        let outcome: Outcome = serde_json::from_value(outcome.clone())
-            .with_context(|| format!("unknown outcome {outcome} from the shim {:?}", self.command))?;
+        let shown = || clip(&answer.to_string(), QUOTE).into_owned();
+        let Some(attempts) = answer.get("attempts").and_then(Value::as_array) else {
+            return Err(self.fault(format!("answered {} to a request: no \"attempts\" list", shown())));
+        };
+        let Some(attempts) = attempts.iter().map(|a| a.as_str().map(str::to_string)).collect::<Option<Vec<_>>>() else {
+            return Err(self.fault(format!("answered {} to a request: an attempt that is not a string", shown())));
+        };
+        if attempts.len() > self.peers.len() {
+            return Err(self.fault(format!(
+                "answered {} attempts for an upstream of {} peers (nginx tries a peer at most once per request)",
+                attempts.len(),
+                self.peers.len()
+            )));
+        }
+        if let Some(stranger) = attempts.iter().find(|a| !self.peers.contains(a)) {
+            return Err(self.fault(format!(
+                "answered the attempt {:?}, which is no peer's address (attempts name peers by their `address`)",
+                clip(stranger, QUOTE)
+            )));
+        }
+        let outcome = match answer.get("outcome").map(|o| serde_json::from_value::<Outcome>(o.clone())) {
+            Some(Ok(outcome)) => outcome,
+            _ => return Err(self.fault(format!("answered {} to a request: no known \"outcome\"", shown()))),
+        };
         Ok(ShimAnswer { attempts, outcome })
     }
-}
 
-impl Drop for Shim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    /// Closes the shim's input and gives it [`EXIT_GRACE`] to end its output; then kills its process tree.
+    ///
+    /// # Errors
+    ///
+    /// A [`ProtocolFault`]: it wrote something after its last answer.
+    pub fn finish(mut self) -> Result<()> {
+        self.stdin = None;
+        let deadline = Instant::now() + EXIT_GRACE.min(answer_timeout());
+        while self.answers.buf.is_empty() && Instant::now() < deadline {
+            if let Fill::End = self.answers.fill(deadline)? {
+                break;
+            }
+        }
+        if !self.answers.buf.is_empty() {
+            let extra = quote(&self.answers.buf);
+            return Err(self.fault(format!("wrote {extra} after its last answer (one answer per message)")));
+        }
+        Ok(())
     }
 }
 
-/// A shim as the [`Model`] of a live run. The first failure is kept (the run is then a harness fault, not a
-/// list of mismatches).
+/// A shim as the [`Model`] of a live run. The first failure is kept (the run is then a fault, not a list of
+/// mismatches).
 #[derive(Debug)]
 pub struct ShimModel {
     shim: Shim,
@@ -224,9 +448,16 @@ impl ShimModel {
         Ok(ShimModel { shim, failure: None })
     }
 
-    /// The first protocol failure, if any.
-    pub fn take_failure(&mut self) -> Option<anyhow::Error> {
-        self.failure.take()
+    /// Ends the shim ([`Shim::finish`]).
+    ///
+    /// # Errors
+    ///
+    /// The first failure of the run, or what ending the shim found.
+    pub fn finish(self) -> Result<()> {
+        match self.failure {
+            Some(e) => Err(e),
+            None => self.shim.finish(),
+        }
     }
 }
 
@@ -267,8 +498,8 @@ pub struct ReplayReport {
 ///
 /// # Errors
 ///
-/// A file that cannot be read or is not a vector file; the shim failing (an `error` or `unsupported`
-/// answer, a malformed line, an exit).
+/// A file that cannot be read or is not a vector file; the shim failing: a [`ProtocolFault`], or an
+/// `unsupported` answer.
 pub fn replay_vectors(command: &str, files: &[std::path::PathBuf]) -> Result<ReplayReport> {
     let mut report = ReplayReport::default();
     for file in files {
@@ -303,7 +534,7 @@ pub fn replay_vectors(command: &str, files: &[std::path::PathBuf]) -> Result<Rep
                 shim.upstream_json(method, version, peers).with_context(|| format!("group {name}, nginx {version}"))?;
                 for (i, test) in tests.iter().enumerate() {
                     if i > 0 && !stateful {
-                        shim.reset()?;
+                        shim.reset().with_context(|| format!("group {name}, nginx {version}"))?;
                     }
                     let hex = test.get("keyHex").and_then(Value::as_str).context("a test without keyHex")?;
                     let key = unhex(hex).with_context(|| format!("bad keyHex {hex:?}"))?;
@@ -327,6 +558,7 @@ pub fn replay_vectors(command: &str, files: &[std::path::PathBuf]) -> Result<Rep
                         ));
                     }
                 }
+                shim.finish().with_context(|| format!("group {name}, nginx {version}"))?;
             }
             report.passed += ok.iter().filter(|&&o| o).count();
             report.failed += ok.iter().filter(|&&o| !o).count();

@@ -4,7 +4,7 @@ use super::backend::{Backend, Image, ImageOrigin};
 use super::golden::Observation;
 use super::install::{Installation, Origin, Stream};
 use super::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions, compare};
-use super::shim::ShimModel;
+use super::shim::{ProtocolFault, ShimModel};
 use super::stream;
 use super::topology::{Capabilities, Resolution, Topology, TopologyOptions};
 use anyhow::{Context, Result, bail};
@@ -40,6 +40,9 @@ pub struct SweepOptions {
     pub topology: TopologyOptions,
     /// Prove this shim command (`ports/SHIM.md`) instead of the library.
     pub shim: Option<String>,
+    /// Go on after a [`FaultKind::Protocol`] fault (by default the sweep stops at the first: a shim that
+    /// hangs would cost the answer timeout on every topology).
+    pub keep_going: bool,
 }
 
 impl Default for SweepOptions {
@@ -54,6 +57,7 @@ impl Default for SweepOptions {
             resolver_exe: None,
             topology: TopologyOptions::default(),
             shim: None,
+            keep_going: false,
         }
     }
 }
@@ -94,10 +98,36 @@ pub struct Finding {
     pub replay: String,
 }
 
-/// A topology (or the stream check) the harness could not run to the end: nginx did not start or answer,
-/// a socket failed. Not a mismatch, and never a pass.
+/// Whose fault a [`Fault`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The harness could not run the check: nginx did not start or answer, a socket failed.
+    Harness,
+    /// The implementation under test (a shim) broke the protocol: a [`ProtocolFault`].
+    Protocol,
+}
+
+impl FaultKind {
+    /// The kind of fault `e` is.
+    pub fn of(e: &anyhow::Error) -> FaultKind {
+        if ProtocolFault::in_chain(e) { FaultKind::Protocol } else { FaultKind::Harness }
+    }
+
+    /// How reports name it (`harness fault`, `protocol fault`).
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Harness => "harness fault",
+            FaultKind::Protocol => "protocol fault",
+        }
+    }
+}
+
+/// A topology (or the stream check) that could not be run to the end: the harness could not (nginx did not
+/// start or answer, a socket failed), or the shim broke the protocol. Not a mismatch, and never a pass.
 #[derive(Debug, Clone)]
 pub struct Fault {
+    /// Whose fault it is.
+    pub kind: FaultKind,
     /// nginx version.
     pub version: String,
     /// Backend description.
@@ -203,6 +233,11 @@ pub struct VersionReport {
 }
 
 impl VersionReport {
+    /// Whether a sweep run with `options` stops here: a protocol fault, and no `keep_going`.
+    pub fn stopped(&self, options: &SweepOptions) -> bool {
+        !options.keep_going && self.faults.iter().any(|f| f.kind == FaultKind::Protocol)
+    }
+
     /// Whether this report proves anything: something compared, nothing differed, no faults.
     pub fn proven(&self) -> bool {
         self.findings.is_empty() && self.faults.is_empty() && self.requests + self.stream_sessions > 0
@@ -223,8 +258,8 @@ pub enum Event<'a> {
     Requests(usize),
     /// A topology finished with this many mismatches.
     Done(usize),
-    /// The harness could not run this topology (see [`Fault`]).
-    Fault(usize),
+    /// This topology could not be run (see [`Fault`]).
+    Fault(usize, FaultKind),
 }
 
 /// Resolves `names` the way nginx will see them: our resolver run in the same kind of private namespaces the
@@ -236,7 +271,7 @@ pub fn resolve_in_namespace(exe: &Path, hosts: &str, names: &[String]) -> Result
     let out = super::netns::isolated_command(exe, Some(&file))
         .map(|mut cmd| cmd.arg("resolve-hosts").args(names).output())
         .and_then(|r| r);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     let out = out.context("running the resolver helper")?;
     if !out.status.success() {
         bail!("resolver helper failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -280,7 +315,8 @@ pub fn topology_for(backend: &Backend, options: &SweepOptions, index: usize, uni
 }
 
 /// Runs the sweep on one backend. A topology the harness cannot run is a [`Fault`] in the report, a
-/// difference a [`Finding`]; neither stops the sweep.
+/// difference a [`Finding`]; neither stops the sweep — but a protocol fault does, unless
+/// [`SweepOptions::keep_going`].
 pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnMut(Event<'_>)) -> VersionReport {
     let mut report = VersionReport {
         version: backend.label(),
@@ -295,8 +331,10 @@ pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnM
     for index in indexes {
         let seed = topology_seed(options.seed, index);
         if let Err(e) = run_topology(backend, options, index, &mut report, on) {
-            on(Event::Fault(index));
+            let kind = FaultKind::of(&e);
+            on(Event::Fault(index, kind));
             report.faults.push(Fault {
+                kind,
                 version: report.version.clone(),
                 backend: report.backend.clone(),
                 topology: Some(index),
@@ -304,6 +342,9 @@ pub fn sweep_backend(backend: &Backend, options: &SweepOptions, on: &mut dyn FnM
                 cause: format!("{e:#}"),
                 replay: replay_command(backend, options, Some(index)),
             });
+        }
+        if report.stopped(options) {
+            return report;
         }
     }
     if options.stream_sessions > 0 && matches!(backend, Backend::Local(_)) && options.only.is_none() {
@@ -325,6 +366,7 @@ pub fn stream_into(backend: &Backend, options: &SweepOptions, report: &mut Versi
             report.findings.extend(findings);
         }
         Err(e) => report.faults.push(Fault {
+            kind: FaultKind::of(&e),
             version: report.version.clone(),
             backend: format!("{} (stream)", backend.describe()),
             topology: None,
@@ -351,8 +393,9 @@ fn run_topology(
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<()> {
     let version = backend.version();
-    // Unix sockets live in a fresh short directory per topology.
-    let unix_dir = super::local::fresh_prefix()?.display().to_string();
+    // Unix sockets live in a fresh short directory per topology (removed when it goes out of scope).
+    let unix = super::local::fresh_prefix()?;
+    let unix_dir = unix.display().to_string();
     let result = (|| {
         let session =
             parity::start(backend, topology_for(backend, options, index, &unix_dir)?).context("starting nginx")?;
@@ -383,9 +426,7 @@ fn run_topology(
             Some(command) => {
                 let mut model = ShimModel::start(command, &topology, version)?;
                 let run = compare(&plan, &responses, &mut model, elapsed);
-                if let Some(e) = model.take_failure() {
-                    return Err(e);
-                }
+                model.finish()?;
                 run
             }
         };
@@ -395,7 +436,7 @@ fn run_topology(
         let libc_points = libc_points(&upstream, &other);
         anyhow::Ok((topology, plan, run, other_misses, libc_points))
     })();
-    let _ = std::fs::remove_dir_all(&unix_dir);
+    drop(unix);
     let (topology, plan, run, other_misses, libc_points) = result?;
     on(Event::Done(run.mismatches.len()));
     report.topologies += 1;
@@ -447,7 +488,8 @@ pub fn libc_points(a: &Upstream, b: &Upstream) -> usize {
 ///
 /// nginx failing to start or the stream log not appearing.
 pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize, Vec<Finding>)> {
-    let unix_dir = super::local::fresh_prefix()?.display().to_string();
+    let unix = super::local::fresh_prefix()?;
+    let unix_dir = unix.display().to_string();
     let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: Some(unix_dir.clone()) };
     let seed = topology_seed(options.seed, STREAM_INDEX);
     let topo_opts = TopologyOptions { max_servers: 20, ..options.topology.clone() };
@@ -468,10 +510,10 @@ pub fn stream_check(backend: &Backend, options: &SweepOptions) -> Result<(usize,
     ports.shuffle(&mut ChaCha8Rng::seed_from_u64(seed));
     ports.truncate(options.stream_sessions);
     let result = stream::run_stream(backend, &topology, &ports, model);
-    if let Some(e) = shim.as_mut().and_then(ShimModel::take_failure) {
-        return Err(e);
+    if let Some(shim) = shim {
+        shim.finish()?;
     }
-    let _ = std::fs::remove_dir_all(&unix_dir);
+    drop(unix);
     let report = result.context("stream check")?;
     let block = topology.upstream_block(super::site::STREAM_KEY, false);
     let replay = replay_command(backend, options, None);

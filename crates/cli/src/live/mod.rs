@@ -1,5 +1,6 @@
 //! The commands that run nginx or a port, through the harness crate (feature `live`).
 
+pub(crate) mod interrupt;
 pub(crate) mod own_config;
 pub(crate) mod verify;
 
@@ -54,7 +55,9 @@ pub(crate) fn record_vectors(args: RecordVectorsArgs) -> ExitCode {
     }
 }
 
-/// Replays the golden vectors through a shim; exits 0 when all pass, 1 on a failure, 3 on a harness fault.
+/// Replays the golden vectors through a shim; exits 0 when all pass, 1 on a failure or a protocol fault (the
+/// shim broke `ports/SHIM.md`), 3 when the replay could not run (a vector file unreadable, no shell, the
+/// shim answering `unsupported`).
 pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
     if files.is_empty() {
         let dir = golden::vectors_dir();
@@ -73,6 +76,10 @@ pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
                 ),
             }
             if report.failed == 0 && report.passed > 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) if nginx_ketama_harness::shim::ProtocolFault::in_chain(&e) => {
+            eprintln!("nginx-ketama: protocol fault: {e:#}");
+            ExitCode::from(1)
         }
         Err(e) => {
             eprintln!("nginx-ketama: {e:#}");

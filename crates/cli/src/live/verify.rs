@@ -8,8 +8,8 @@ use nginx_ketama::version::NginxVersion;
 use nginx_ketama_harness::backend::{Backend, Image, ImageOrigin, docker_available, docker_backend};
 use nginx_ketama_harness::golden::utc_time;
 use nginx_ketama_harness::install::Installation;
-use nginx_ketama_harness::parity::show_key;
-use nginx_ketama_harness::sweep::{Event, Finding, SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama_harness::parity::{clip, show_key};
+use nginx_ketama_harness::sweep::{Event, FaultKind, Finding, SweepOptions, VersionReport, sweep_backend};
 use nginx_ketama_output::FileId;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
@@ -32,8 +32,14 @@ pub(crate) enum BackendChoice {
 pub(crate) enum Verdict {
     /// Exit 0: requests were compared and every one matched.
     Proven,
-    /// Exit 1: nginx and the library differed on at least one request (mismatches win over faults).
+    /// Exit 1: nginx and the library (or the shim) differed on at least one request (mismatches win over
+    /// faults).
     Mismatches,
+    /// Exit 1: the shim under test broke the protocol (`ports/SHIM.md`): no answer in time, a line that is
+    /// not an answer, an extra line, an attempt that is no peer's, an exit. The implementation under test
+    /// failed, as with a mismatch — not the harness, so not exit 3 (which says "retry, nothing was
+    /// learnt"); it wins over harness faults.
+    ProtocolFault,
     /// Exit 2: the command line asks for something impossible (or for nothing at all), or names an nginx
     /// (`--nginx`, `--image`) whose version this library does not model: refused, not guessed.
     Usage,
@@ -47,7 +53,7 @@ impl Verdict {
     pub(crate) fn code(self) -> u8 {
         match self {
             Verdict::Proven => 0,
-            Verdict::Mismatches => 1,
+            Verdict::Mismatches | Verdict::ProtocolFault => 1,
             Verdict::Usage => 2,
             Verdict::HarnessFault => 3,
         }
@@ -56,6 +62,8 @@ impl Verdict {
     fn of(reports: &[VersionReport]) -> Verdict {
         if reports.iter().any(|r| !r.findings.is_empty()) {
             Verdict::Mismatches
+        } else if reports.iter().flat_map(|r| &r.faults).any(|f| f.kind == FaultKind::Protocol) {
+            Verdict::ProtocolFault
         } else if reports.iter().any(|r| !r.faults.is_empty()) || !reports.iter().any(|r| r.proven()) {
             Verdict::HarnessFault
         } else {
@@ -67,6 +75,7 @@ impl Verdict {
         match self {
             Verdict::Proven => "proven",
             Verdict::Mismatches => "mismatches",
+            Verdict::ProtocolFault => "protocol fault",
             Verdict::Usage => "usage error",
             Verdict::HarnessFault => "harness fault",
         }
@@ -124,6 +133,10 @@ pub(crate) struct VerifyArgs {
     /// `sh -c`, one process per topology), e.g. `--shim "python3 ports/python/shim.py"`.
     #[arg(long, value_name = "COMMAND")]
     pub shim: Option<String>,
+    /// With --shim: go on after the shim breaks the protocol (by default verify stops at the first protocol
+    /// fault, since a shim that hangs would cost $NGINX_KETAMA_SHIM_TIMEOUT on every topology).
+    #[arg(long, requires = "shim")]
+    pub keep_going: bool,
     /// Where to write mismatches (JSON lines, each naming its run: start time and process id) if there are
     /// any. The file is replaced whole, never mixed with another run's; a device, FIFO or /dev/stdout is
     /// written through, never replaced; a file verify reads (--config and its includes, --nginx) is refused.
@@ -197,6 +210,7 @@ impl VerifyArgs {
                 ..Default::default()
             },
             shim: self.shim.clone(),
+            keep_going: self.keep_going,
         }
     }
 }
@@ -362,6 +376,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
     for run in 1..=args.repeat {
         let started = Instant::now();
         let reports = run_once(args, &backends, &options);
+        let stopped = reports.iter().any(|r| r.stopped(&options));
         let elapsed = started.elapsed();
         print!("{}", VersionReport::table(&reports));
         if reports.iter().any(|r| r.libc_points > 0) {
@@ -372,7 +387,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
         }
         let verdict = Verdict::of(&reports);
         print_faults(&reports);
-        print_findings(&reports);
+        print_findings(&reports, options.shim.is_some());
         match verdict {
             Verdict::Proven => println!(
                 "0 mismatches: {} routes exactly like nginx on every request above.",
@@ -382,13 +397,25 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
                 println!("nothing checked: no request or stream session was compared")
             }
             Verdict::HarnessFault => println!("harness fault: this run proves nothing (see above)"),
+            Verdict::ProtocolFault => {
+                println!("protocol fault: the shim broke the protocol of ports/SHIM.md; its routing is not proven")
+            }
             _ => {}
+        }
+        if stopped {
+            println!(
+                "stopped at the first protocol fault: the remaining topologies, builds and runs were not run \
+                 (--keep-going runs them)"
+            );
         }
         if args.repeat > 1 {
             println!("== run {run}/{}: {} in {:.1} s\n", args.repeat, verdict.word(), elapsed.as_secs_f64());
         }
         all_findings.extend(reports.iter().flat_map(|r| r.findings.iter().cloned()));
         soak.push(RunSummary::of(run, verdict, elapsed, &reports));
+        if stopped {
+            break;
+        }
     }
     let verdict = soak.iter().map(|r| r.verdict).max().unwrap_or(Verdict::HarnessFault);
     save_findings(args, &all_findings, verdict);
@@ -417,10 +444,11 @@ fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> 
             Event::Requests(n) => bar.set_position(n as u64),
             Event::Done(0) => {}
             Event::Done(n) => bar.println(format!("  {n} mismatches")),
-            Event::Fault(index) => bar.println(format!("  topology {index}: harness fault")),
+            Event::Fault(index, kind) => bar.println(format!("  topology {index}: {}", kind.name())),
         });
         // Containers hide the client's source port; check the stream module with the local build instead.
-        if let (Backend::Docker(image), true) = (backend, options.stream_sessions > 0 && options.only.is_none()) {
+        let stream = options.stream_sessions > 0 && options.only.is_none() && !report.stopped(options);
+        if let (Backend::Docker(image), true) = (backend, stream) {
             let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
             let hidden = "stream check skipped: a container hides the client's source port, which the stream \
                           upstream hashes";
@@ -445,7 +473,11 @@ fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> 
                 }
             }
         }
+        let stopped = report.stopped(options);
         reports.push(report);
+        if stopped {
+            break;
+        }
     }
     bar.finish_and_clear();
     reports
@@ -457,7 +489,7 @@ fn print_faults(reports: &[VersionReport]) {
             Some(i) => format!("topology {i}"),
             None => "stream check".to_string(),
         };
-        println!("harness fault: nginx {} ({}), {what} (seed {}):", f.version, f.backend, f.topology_seed);
+        println!("{}: nginx {} ({}), {what} (seed {}):", f.kind.name(), f.version, f.backend, f.topology_seed);
         for line in f.cause.lines() {
             println!("    {line}");
         }
@@ -465,15 +497,23 @@ fn print_faults(reports: &[VersionReport]) {
     }
 }
 
-fn print_findings(reports: &[VersionReport]) {
+/// How many characters of an answer a printed mismatch shows (the mismatch file holds it whole).
+const SHOWN: usize = 300;
+
+/// The first five mismatches, each with the prediction named for whom it is: the library's is what nginx
+/// was `expected` to do; a shim's is the `shim`'s answer.
+fn print_findings(reports: &[VersionReport], shim: bool) {
+    let predictor = if shim { "shim" } else { "expected" };
     for f in reports.iter().flat_map(|r| &r.findings).take(5) {
+        let shown =
+            |o: &nginx_ketama_harness::golden::Observation| format!("{} {:?}", o.status, clip(&o.upstream_addr, SHOWN));
         println!(
-            "  nginx {} topology {} key {}: expected {:?}, nginx {:?}\n  replay: {}",
+            "  nginx {} topology {} key {}: {predictor} {}, nginx {}\n  replay: {}",
             f.version,
             f.topology,
             show_key(&f.mismatch.key),
-            f.mismatch.expected,
-            f.mismatch.actual,
+            shown(&f.mismatch.expected),
+            shown(&f.mismatch.actual),
             f.replay
         );
     }
@@ -635,7 +675,7 @@ fn write_findings(args: &VerifyArgs, run: &Run, findings: &[Finding]) -> Result<
     let mut file = Vec::new();
     for f in findings {
         let m = &f.mismatch;
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "run": run.id,
             "nginx": f.version,
             "backend": f.backend,
@@ -651,6 +691,12 @@ fn write_findings(args: &VerifyArgs, run: &Run, findings: &[Finding]) -> Result<
             "upstream_block": f.upstream_block,
             "replay": f.replay,
         });
+        // In --shim mode the prediction is the shim's answer, and is named so.
+        if let (Some(shim), Some(entry)) = (&args.shim, line.as_object_mut()) {
+            let answer = entry.remove("expected").unwrap_or_default();
+            entry.insert("shim".into(), answer);
+            entry.insert("shim_command".into(), shim.as_str().into());
+        }
         serde_json::to_writer(&mut file, &line)?;
         file.push(b'\n');
     }

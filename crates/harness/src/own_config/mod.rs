@@ -29,6 +29,7 @@ use crate::install::Installation;
 use crate::local::LocalNginx;
 use crate::netns::{self, Holder, Isolation};
 use crate::parity::{self, PlanOptions, compare_clocked, http_site, resolve_through_nginx};
+use crate::scratch::ScratchDir;
 use crate::site::HTTP_KEY;
 use crate::sweep::{Finding, topology_seed};
 use crate::topology::{Endpoint, Listen, Resolution, ServerLine, Spelling, Topology};
@@ -378,8 +379,9 @@ pub fn requests_per_run(upstream: &ConfigUpstream, options: &ProveOptions) -> us
 #[derive(Debug)]
 pub struct Prover {
     plan: Option<NetworkPlan>,
+    // Declared before `base`: the namespace ends before its directories are removed.
     holder: Option<Holder>,
-    base: PathBuf,
+    base: ScratchDir,
     shadow_dirs: Vec<(PathBuf, plan::Shadow)>,
     /// The namespace's working directory: relative unix socket paths are created below it.
     cwd: PathBuf,
@@ -402,12 +404,11 @@ impl Prover {
         // One directory per prover (short: unix socket paths must fit in 107 bytes).
         let pid = format!("{}-{}", std::process::id(), NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         if !netns::available() {
-            let base = PathBuf::from(format!("/tmp/nk-oc-{pid}"));
-            std::fs::create_dir_all(&base)?;
+            let base = ScratchDir::create(PathBuf::from(format!("/tmp/nk-oc-{pid}")), &[])?;
             return Ok(Prover {
                 plan: None,
                 holder: None,
-                cwd: base.clone(),
+                cwd: base.to_path_buf(),
                 base,
                 shadow_dirs: Vec::new(),
                 runs: 0.into(),
@@ -418,13 +419,13 @@ impl Prover {
         let needed: Vec<&Path> = needed.iter().map(PathBuf::as_path).collect();
         let plan = NetworkPlan::new(upstreams, |name| resolve_on_machine(resolver_exe, name), &needed)?;
         let shadowed = |p: &Path| plan.shadows.iter().any(|s| p.starts_with(&s.target));
-        let base = ["/tmp", "/var/tmp", "/dev/shm"]
+        let base = crate::scratch::PLACES
             .iter()
             .map(|b| PathBuf::from(format!("{b}/nk-oc-{pid}")))
             .find(|b| !shadowed(b) && !b.parent().and_then(|p| p.canonicalize().ok()).is_some_and(|p| shadowed(&p)))
             .context("every temporary directory would be shadowed by a unix socket's directory")?;
-        let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+        // Removed when dropped: by the prover, or on the way out if the namespace cannot be made.
+        let base = ScratchDir::create(base, &[])?;
         let mut binds = Vec::new();
         let mut shadow_dirs = Vec::new();
         for (i, shadow) in plan.shadows.iter().enumerate() {
@@ -516,11 +517,7 @@ impl Prover {
             }
         }
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let prefix = self.base.join(format!("r{n}"));
-        let _ = std::fs::remove_dir_all(&prefix);
-        for sub in ["logs", "tmp", "sock"] {
-            std::fs::create_dir_all(prefix.join(sub))?;
-        }
+        let prefix = ScratchDir::create(self.base.join(format!("r{n}")), &["logs", "tmp", "sock"])?;
         let site = http_site(topology, probe);
         match (&self.holder, &self.plan) {
             (Some(holder), Some(plan)) => LocalNginx::start_joined(install, &site, prefix, holder, plan.front),
@@ -673,13 +670,6 @@ impl Prover {
             .as_ref()
             .map(|p| p.names.iter().map(|n| (n.name.clone(), n.addresses.clone(), n.source)).collect())
             .unwrap_or_default()
-    }
-}
-
-impl Drop for Prover {
-    fn drop(&mut self) {
-        self.holder = None;
-        let _ = std::fs::remove_dir_all(&self.base);
     }
 }
 
