@@ -44,11 +44,23 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Parser)]
-#[command(name = "nginx-ketama", version, about = "nginx's `hash $key [consistent]` upstream choice, bit for bit")]
+#[command(
+    name = "nginx-ketama",
+    version = VERSION.as_str(),
+    about = "nginx's `hash $key [consistent]` upstream choice, bit for bit"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// `--version`: the crate's version and the nginx releases whose routing it models
+/// (`0.1.0 (models nginx 1.18.0 to 1.30.x)`), from [`nginx_ketama::version::MODELLED`].
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let (first, last) = (nginx_ketama::version::MODELLED.start(), nginx_ketama::version::MODELLED.end());
+    let patch = if last.patch == u32::MAX { "x".to_string() } else { last.patch.to_string() };
+    format!("{} (models nginx {first} to {}.{}.{patch})", env!("CARGO_PKG_VERSION"), last.major, last.minor)
+});
 
 #[derive(clap::Args)]
 struct UpstreamArgs {
