@@ -114,7 +114,13 @@ pub(crate) fn load(path: &Path, upstream: Option<&str>, options: &LoadOptions) -
 
 /// `help`, then the releases whose routing is modelled: `… (modelled: 1.18.0 to 1.30.x)`.
 pub(crate) fn with_modelled_range(help: &str) -> String {
-    format!("{help} (modelled: {})", range_text(&MODELLED))
+    format!("{help} (modelled: {})", modelled_range())
+}
+
+/// The releases whose routing is modelled ([`MODELLED`]), as `--help` and `--version` name them:
+/// `1.18.0 to 1.30.x`.
+pub(crate) fn modelled_range() -> String {
+    range_text(&MODELLED)
 }
 
 /// `1.18.0 to 1.30.x`: a last release with the highest patch number stands for every patch release.

@@ -28,11 +28,20 @@ use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "nginx-ketama", version, about = "nginx's `hash $key [consistent]` upstream choice, bit for bit")]
+#[command(
+    name = "nginx-ketama",
+    version = VERSION.as_str(),
+    about = "nginx's `hash $key [consistent]` upstream choice, bit for bit"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// `--version`: the crate's version and the nginx releases whose routing it models
+/// (`0.1.0 (models nginx 1.18.0 to 1.30.x)`), from [`nginx_ketama::version::MODELLED`].
+static VERSION: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{} (models nginx {})", env!("CARGO_PKG_VERSION"), args::modelled_range()));
 
 #[derive(Subcommand)]
 enum Command {

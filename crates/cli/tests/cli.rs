@@ -293,3 +293,29 @@ fn every_command_is_documented_in_docs_commands_md() {
         );
     }
 }
+
+/// `--version` names the crate's version and the nginx releases it models, and the range it states is the
+/// one the library enforces: its first release and every patch of its last minor are accepted by
+/// `--nginx-version`, the releases on either side are refused.
+#[test]
+fn version_names_the_crate_and_the_modelled_releases() {
+    let out = run(&["--version"], b"");
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let prefix = format!("nginx-ketama {} (models nginx ", env!("CARGO_PKG_VERSION"));
+    let range = text.strip_prefix(&prefix).and_then(|r| r.strip_suffix(")\n")).unwrap_or_else(|| panic!("{text:?}"));
+    let (first, last) = range.split_once(" to ").unwrap_or_else(|| panic!("{text:?}"));
+    let last = last.strip_suffix(".x").unwrap_or_else(|| panic!("every patch of the last minor: {text:?}"));
+    let num = |s: &str| s.parse::<u32>().unwrap_or_else(|_| panic!("{text:?}"));
+    let f: Vec<u32> = first.split('.').map(num).collect();
+    let l: Vec<u32> = last.split('.').map(num).collect();
+    let accepted = |v: String| {
+        let conf = write_conf("version.conf", FIVE);
+        run(&["ring", "--config", conf.to_str().unwrap(), "--nginx-version", &v], b"").status.success()
+    };
+    assert!(accepted(first.to_string()), "{first} is modelled");
+    assert!(accepted(format!("{last}.0")) && accepted(format!("{last}.99")), "{last}.x is modelled");
+    let before = if f[2] > 0 { format!("{}.{}.{}", f[0], f[1], f[2] - 1) } else { format!("{}.{}.99", f[0], f[1] - 1) };
+    assert!(!accepted(before.clone()), "{before} is not modelled");
+    assert!(!accepted(format!("{}.{}.0", l[0], l[1] + 1)), "{}.{} is not modelled", l[0], l[1] + 1);
+}

@@ -47,6 +47,130 @@ pub fn available() -> bool {
     unsafe { libc::geteuid() == 0 && std::env::var_os(NO_NAMESPACES_ENV).is_none() }
 }
 
+/// What creating the namespaces and setting them up takes, beyond being root: a container's root has none
+/// of it by default (Docker grants neither capability, mounts `/proc/sys` read-only, and its default
+/// seccomp profile allows `unshare`, `setns` and `mount` only with `CAP_SYS_ADMIN`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Privilege {
+    /// `CAP_SYS_ADMIN`: `unshare(CLONE_NEWNET | CLONE_NEWNS)`, the bind mounts, `setns` (joining the holder).
+    SysAdmin,
+    /// `CAP_NET_ADMIN`: bringing `lo` up in the new namespace, adding the config's addresses to it.
+    NetAdmin,
+    /// A writable `/proc/sys`: the namespace's ephemeral port range is written there.
+    WritableProcSys,
+}
+
+impl Privilege {
+    /// Every privilege, in the order the message names them.
+    pub const ALL: [Privilege; 3] = [Privilege::SysAdmin, Privilege::NetAdmin, Privilege::WritableProcSys];
+
+    /// What it is and what it is needed for.
+    fn needed_for(self) -> &'static str {
+        match self {
+            Privilege::SysAdmin => "CAP_SYS_ADMIN (unshare, mount, setns)",
+            Privilege::NetAdmin => "CAP_NET_ADMIN (lo up, addresses on lo)",
+            Privilege::WritableProcSys => "a writable /proc/sys (the namespace's ephemeral port range)",
+        }
+    }
+
+    /// The capability, if it is one.
+    fn capability(self) -> Option<&'static str> {
+        match self {
+            Privilege::SysAdmin => Some("CAP_SYS_ADMIN"),
+            Privilege::NetAdmin => Some("CAP_NET_ADMIN"),
+            Privilege::WritableProcSys => None,
+        }
+    }
+}
+
+/// The `docker run` flags that give a container what [`Privilege::ALL`] names (found by trying each
+/// subset with the tool image: docs/ci.md, "The tool image").
+pub const DOCKER_RUN_FLAGS: &str = "--cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt systempaths=unconfined";
+
+/// Why this process cannot make private namespaces, said before anything is attempted ([`isolate_with`]
+/// checks) or after the kernel refused although nothing was found missing ([`Holder::start`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Privileges this process lacks (non-empty, in [`Privilege::ALL`]'s order).
+    #[error(
+        "private network and mount namespaces need {needs}, but {missing}. In a container, grant them with \
+         `docker run {DOCKER_RUN_FLAGS}`; without them, {NO_NAMESPACES_ENV}=1 in the environment proves only \
+         upstreams whose servers are all loopback literals",
+        needs = needs(),
+        missing = missing(.0)
+    )]
+    Lacks(Vec<Privilege>),
+    /// The kernel refused (`EPERM`, `EACCES`) with every privilege present: a security profile. Holds the
+    /// OS error.
+    #[error(
+        "{0}: the privileges are there ({needs}), so a security profile refused: seccomp, or AppArmor, whose \
+         docker-default profile denies mount and writes to /proc/sys/net (add --security-opt \
+         apparmor=unconfined to `docker run {DOCKER_RUN_FLAGS}`)",
+        needs = needs()
+    )]
+    Profile(String),
+}
+
+/// Every privilege with what it is needed for, for messages.
+fn needs() -> String {
+    let all = Privilege::ALL.map(Privilege::needed_for);
+    format!("{} and {}", all[..all.len() - 1].join(", "), all[all.len() - 1])
+}
+
+/// What `lacks` names, for messages: `this process (root) lacks CAP_NET_ADMIN, and /proc/sys is mounted
+/// read-only`.
+fn missing(lacks: &[Privilege]) -> String {
+    let caps: Vec<&str> = lacks.iter().filter_map(|p| p.capability()).collect();
+    let mut parts = Vec::new();
+    if !caps.is_empty() {
+        parts.push(format!("this process (root) lacks {}", caps.join(" and ")));
+    }
+    if lacks.contains(&Privilege::WritableProcSys) {
+        parts.push("/proc/sys is mounted read-only".to_string());
+    }
+    parts.join(", and ")
+}
+
+impl From<Refusal> for io::Error {
+    fn from(r: Refusal) -> io::Error {
+        io::Error::new(io::ErrorKind::PermissionDenied, r)
+    }
+}
+
+/// What of [`Privilege::ALL`] a process lacks, from the `CapEff:` line of its `/proc/<pid>/status` and
+/// whether `/proc/sys` can be written.
+pub fn lacking(status: &str, proc_sys_writable: bool) -> Vec<Privilege> {
+    const CAP_NET_ADMIN: u32 = 12;
+    const CAP_SYS_ADMIN: u32 = 21;
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |cap: u32| effective & (1 << cap) != 0;
+    Privilege::ALL
+        .into_iter()
+        .filter(|p| match p {
+            Privilege::SysAdmin => !has(CAP_SYS_ADMIN),
+            Privilege::NetAdmin => !has(CAP_NET_ADMIN),
+            Privilege::WritableProcSys => !proc_sys_writable,
+        })
+        .collect()
+}
+
+/// The privileges this process lacks (see [`lacking`]); none where `/proc/self/status` cannot be read
+/// (the attempt then says what failed).
+pub fn own_lacking() -> Vec<Privilege> {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else { return Vec::new() };
+    let range = CString::new(PORT_RANGE_FILE).expect("no NUL");
+    // SAFETY: a NUL-terminated path; access only reads it.
+    let writable = unsafe { libc::access(range.as_ptr(), libc::W_OK) } == 0;
+    lacking(&status, writable)
+}
+
+/// Where a network namespace's ephemeral port range is set.
+const PORT_RANGE_FILE: &str = "/proc/sys/net/ipv4/ip_local_port_range";
+
 /// Makes `cmd` start in fresh network and mount namespaces: `lo` up, [`EPHEMERAL_PORTS`] as the ephemeral
 /// range, and `hosts` (if any) bind-mounted over `/etc/hosts` with a private name service
 /// ([`private_name_service`], its files written in a `names` directory next to `hosts`).
@@ -127,9 +251,14 @@ pub struct Isolation {
 ///
 /// # Errors
 ///
-/// A path with a NUL byte. Failures inside the child (not root, no namespace support, a bind target
-/// missing) make [`Command::spawn`] fail with the OS error.
+/// A path with a NUL byte; a [`Refusal`] naming the privileges this process lacks (a container's root).
+/// Failures inside the child (no namespace support, a bind target missing, a security profile) make
+/// [`Command::spawn`] fail with the OS error.
 pub fn isolate_with(cmd: &mut Command, isolation: &Isolation) -> io::Result<()> {
+    let lacks = own_lacking();
+    if !lacks.is_empty() {
+        return Err(Refusal::Lacks(lacks).into());
+    }
     let cstr = |b: &[u8]| CString::new(b).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
     let binds = isolation
         .binds
@@ -138,7 +267,7 @@ pub fn isolate_with(cmd: &mut Command, isolation: &Isolation) -> io::Result<()> 
         .collect::<io::Result<Vec<(CString, CString)>>>()?;
     let root = cstr(b"/")?;
     let cwd = isolation.cwd.as_ref().map(|c| cstr(c.as_os_str().as_bytes())).transpose()?;
-    let range_file = cstr(b"/proc/sys/net/ipv4/ip_local_port_range")?;
+    let range_file = cstr(PORT_RANGE_FILE.as_bytes())?;
     let range = format!("{} {}\n", isolation.ephemeral.start(), isolation.ephemeral.end()).into_bytes();
     // SAFETY: between fork and exec the closure only makes system calls on memory prepared above; it
     // allocates nothing.
@@ -187,7 +316,8 @@ impl Holder {
     ///
     /// # Errors
     ///
-    /// Not root, no namespace support, a bind mount failing.
+    /// Not root, no namespace support, a bind mount failing; a [`Refusal`] when privileges lack or a security
+    /// profile refuses.
     pub fn start(isolation: &Isolation) -> io::Result<Holder> {
         let cwd = match &isolation.cwd {
             Some(c) => Some(
@@ -205,7 +335,11 @@ impl Holder {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn()?;
+        let mut child = cmd.spawn().map_err(|e| match e.kind() {
+            // isolate_with found every privilege, yet the kernel refused.
+            io::ErrorKind::PermissionDenied => Refusal::Profile(e.to_string()).into(),
+            _ => e,
+        })?;
         let opened =
             NetNs::of(child.id()).and_then(|net| Ok((net, File::open(format!("/proc/{}/ns/mnt", child.id()))?)));
         match opened {
@@ -484,6 +618,61 @@ pub fn own_ephemeral_ports() -> io::Result<RangeInclusive<u16>> {
 mod tests {
     use super::*;
     use std::net::TcpListener;
+
+    /// `CapEff:` lines recorded from `/proc/self/status` in the tool image (`docker run --rm [FLAGS]
+    /// nginx-ketama:0.1.0`, Docker 20.10): no flags, `--cap-add SYS_ADMIN`, and both capabilities; and
+    /// this machine's root.
+    const DOCKER_DEFAULT: &str = "Name:\tsh\nCapInh:\t0000000000000000\nCapEff:\t00000000a80425fb\nSeccomp:\t2\n";
+    const DOCKER_SYS_ADMIN: &str = "CapEff:\t00000000a82425fb\n";
+    const DOCKER_BOTH: &str = "CapEff:\t00000000a82435fb\n";
+    const HOST_ROOT: &str = "CapPrm:\t000001fffeffffff\nCapEff:\t000001fffeffffff\n";
+
+    /// A container's root lacks what Docker does not grant by default, each named; the flags that grant
+    /// them are in the message (in Docker's spelling, as `docker run` takes them).
+    #[test]
+    fn a_containers_root_is_told_what_it_lacks() {
+        use Privilege::*;
+        assert_eq!(lacking(DOCKER_DEFAULT, false), [SysAdmin, NetAdmin, WritableProcSys]);
+        assert_eq!(lacking(DOCKER_SYS_ADMIN, false), [NetAdmin, WritableProcSys]);
+        assert_eq!(lacking(DOCKER_BOTH, false), [WritableProcSys]);
+        assert_eq!(lacking(DOCKER_BOTH, true), []);
+        assert_eq!(lacking(HOST_ROOT, true), []);
+        assert_eq!(lacking("no capability line", true), [SysAdmin, NetAdmin]);
+
+        let text = Refusal::Lacks(lacking(DOCKER_SYS_ADMIN, false)).to_string();
+        assert!(
+            text.starts_with(
+                "private network and mount namespaces need CAP_SYS_ADMIN (unshare, mount, setns), CAP_NET_ADMIN \
+                 (lo up, addresses on lo) and a writable /proc/sys (the namespace's ephemeral port range), but \
+                 this process (root) lacks CAP_NET_ADMIN, and /proc/sys is mounted read-only. In a container"
+            ),
+            "{text}"
+        );
+        let all = Refusal::Lacks(lacking(DOCKER_DEFAULT, false)).to_string();
+        assert!(all.contains("lacks CAP_SYS_ADMIN and CAP_NET_ADMIN, and /proc/sys is mounted read-only."), "{all}");
+        let proc_sys = Refusal::Lacks(lacking(DOCKER_BOTH, false)).to_string();
+        assert!(proc_sys.contains(", but /proc/sys is mounted read-only."), "{proc_sys}");
+        assert!(
+            text.contains("`docker run --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt systempaths=unconfined`"),
+            "{text}"
+        );
+        let io: io::Error = Refusal::Lacks(vec![SysAdmin]).into();
+        assert_eq!(io.kind(), io::ErrorKind::PermissionDenied);
+        assert!(io.to_string().contains("but this process (root) lacks CAP_SYS_ADMIN. In a container"), "{io}");
+        let profile = Refusal::Profile("Operation not permitted (os error 1)".into()).to_string();
+        assert!(profile.starts_with("Operation not permitted (os error 1): the privileges are there"), "{profile}");
+        assert!(profile.contains("apparmor=unconfined"), "{profile}");
+    }
+
+    /// This machine's root (where the live tests run) has every privilege, so nothing is refused up front.
+    #[test]
+    fn root_here_lacks_nothing() {
+        if !available() {
+            eprintln!("SKIP: not root");
+            return;
+        }
+        assert_eq!(own_lacking(), []);
+    }
 
     /// Inside a private namespace `lo` is up with both loopback addresses, the ephemeral range is ours, and
     /// its addresses are its own: a port bound in this namespace is free there, and a listener there is
