@@ -57,6 +57,7 @@ pub mod analysis;
 pub mod config;
 #[cfg(feature = "md5")]
 pub mod md5_variants;
+mod peer;
 pub mod plain;
 pub mod resolve;
 pub mod ring;

@@ -562,7 +562,8 @@ impl PingoraRing {
 mod tests {
     use super::*;
     use crate::analysis::forge::Forger;
-    use crate::upstream::{Method as HashMethod, Peer};
+    use crate::peer::Peer;
+    use crate::upstream::Method as HashMethod;
     use proptest::prelude::*;
 
     /// The model against the real crate on every arc: a key forged onto each point and one past it.

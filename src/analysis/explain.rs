@@ -3,7 +3,8 @@
 
 use super::picks::Arc;
 use crate::plain::RehashStep;
-use crate::upstream::{List, Method, PeerId, Upstream};
+use crate::peer::{List, PeerId};
+use crate::upstream::{Method, Upstream};
 use crate::worker::{Fallback, Outcome, Status, Step, Verdict, Worker};
 use std::fmt::Write as _;
 

@@ -5,9 +5,10 @@ use super::error::{ConfigError, ErrorKind, Location, Text};
 use super::values;
 use super::walk::Walk;
 use super::{Balancer, Context, UpstreamConfig};
+use crate::peer::{Peer, default_name, socket_name};
 use crate::resolve::resolve_host;
-use crate::server::{Address, AddressError, Server};
-use crate::upstream::{Method, Peer, Upstream, UpstreamError, default_name, ngx_inet_addr, socket_name};
+use crate::server::{Address, AddressError, Server, ngx_inet_addr};
+use crate::upstream::{Method, Upstream, UpstreamError};
 
 /// The smallest `zone` size nginx accepts: eight 4 KiB pages.
 const MIN_ZONE: u64 = 8 * 4096;

@@ -648,7 +648,7 @@ impl<'o> Walk<'o> {
                 continue;
             }
             let host = String::from_utf8_lossy(&k.host).into_owned();
-            let literal = host.starts_with('[') || crate::upstream::ngx_inet_addr(&host).is_some();
+            let literal = host.starts_with('[') || crate::server::ngx_inet_addr(&host).is_some();
             if self.options.resolve && !literal && crate::resolve::resolve_host(&host).is_err() {
                 return Err(ConfigError::invalid(
                     ErrorKind::ImpliedHostNotFound(Text::new(&k.host), k.location.clone()),
