@@ -158,16 +158,9 @@ impl<'o> Walk<'o> {
         }
     }
 
-    pub(crate) fn rules(&self) -> Rules {
-        self.rules
-    }
-
-    pub(crate) fn options(&self) -> &LoadOptions {
-        self.options
-    }
-
-    pub(crate) fn warn(&mut self, message: String, location: &Location) {
-        self.warnings.push(Warning { message, location: location.clone() });
+    /// What the checks inside `upstream { }` see of this walk.
+    fn env(&mut self) -> block::Env<'_> {
+        block::Env { rules: self.rules, options: self.options, warnings: &mut self.warnings }
     }
 
     /// Reads the main file's bytes.
@@ -525,7 +518,7 @@ impl<'o> Walk<'o> {
             return Ok(());
         }
         let context = up.context;
-        let used = block::directive(self, up, &args, at)?;
+        let used = block::directive(&mut self.env(), up, &args, at)?;
         for v in used {
             self.scope.used.push(v);
         }
@@ -642,7 +635,7 @@ impl<'o> Walk<'o> {
         for k in &scope.known {
             if k.created {
                 if let Some(up) = scope.blocks.iter().find(|b| b.name.as_bytes().eq_ignore_ascii_case(&k.host)) {
-                    let u = block::finish(self, up, scope.resolver)?;
+                    let u = block::finish(&mut self.env(), up, scope.resolver)?;
                     self.upstreams.push(u);
                 }
                 continue;
