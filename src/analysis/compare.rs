@@ -231,7 +231,7 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 }
 
 /// The Wilson score interval for `k` out of `n` with the normal quantile `z` (1.96 for 95%).
-pub fn wilson_z(k: u64, n: u64, z: f64) -> (f64, f64) {
+fn wilson_z(k: u64, n: u64, z: f64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
