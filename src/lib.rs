@@ -51,12 +51,15 @@
 //! Docker, no HTTP. The live conformance harness (`crates/harness`) and the `nginx-ketama` command
 //! (`crates/cli`) are separate crates of the same workspace.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
+// One module-file convention: `name.rs` beside a `name/` folder of its children, never `name/mod.rs`.
+#![deny(clippy::mod_module_files)]
 
 pub mod analysis;
 pub mod config;
 #[cfg(feature = "md5")]
 pub mod md5_variants;
+mod peer;
 pub mod plain;
 pub mod resolve;
 pub mod ring;

@@ -4,7 +4,7 @@
 //! bits 16..31 of the CRC32 (`(crc >> 16) & 0x7fff`), adds it to a running sum, and picks the weighted
 //! slot `sum mod total_weight` in list order (`down` peers keep their slots).
 
-use crate::upstream::List;
+use crate::peer::List;
 
 /// The rehash sequence of one request: successive running sums for one key.
 ///

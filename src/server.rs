@@ -318,6 +318,34 @@ fn parse_port(p: &str) -> Result<u16, AddressError> {
     }
 }
 
+/// nginx's IPv4 literal rule (`ngx_inet_addr`): exactly four dot-separated decimal octets ≤ 255; leading
+/// zeros and even empty octets are accepted (`1..2.3` is 1.0.2.3). Anything else is a hostname.
+pub(crate) fn ngx_inet_addr(text: &str) -> Option<std::net::Ipv4Addr> {
+    let mut addr: u32 = 0;
+    let mut octet: u32 = 0;
+    let mut dots = 0;
+    for c in text.bytes() {
+        match c {
+            b'0'..=b'9' => {
+                octet = octet * 10 + u32::from(c - b'0');
+                if octet > 255 {
+                    return None;
+                }
+            }
+            b'.' => {
+                addr = (addr << 8) + octet;
+                octet = 0;
+                dots += 1;
+                if dots > 3 {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    (dots == 3).then(|| std::net::Ipv4Addr::from((addr << 8) + octet))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

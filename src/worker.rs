@@ -6,44 +6,12 @@
 //! over from one request to the next. [`Worker`] keeps exactly that state, so that feeding it the same
 //! requests a fresh nginx worker receives reproduces nginx's `$upstream_addr` attempt by attempt.
 
+use crate::peer::{List, Peer, PeerId};
 use crate::plain::{RehashSequence, Slots};
-use crate::upstream::{Balancer, Chash, List, Peer, PeerId, Upstream};
+use crate::upstream::{Balancer, Chash, MAX_HASH_MISSES, Upstream};
 
 mod trace;
-pub use trace::{Fallback, Skip, Step, Verdict};
-
-/// Consecutive ring points (or plain-hash slots) without a usable peer that one request may pass before
-/// nginx gives up hashing and uses round-robin for the rest of the request.
-///
-/// One limit for both methods: nginx's consistent and plain getters count misses in the same per-request
-/// field and compare it with the same 20 (docs/nginx-algorithm.md §3.4 and §4). The count accumulates
-/// across the retries of one request; a fresh request starts at 0.
-pub const MAX_HASH_MISSES: u32 = 20;
-
-/// How a request ended.
-///
-/// # Example
-///
-/// ```
-/// use nginx_ketama::{Method, Peer, Status, Upstream, Worker};
-///
-/// let up = Upstream::builder(Method::Consistent)
-///     .peers(["127.0.0.1:1", "127.0.0.1:2"].map(|s| Peer::new(s).with_max_fails(0)))
-///     .build()?;
-/// // Both refuse: each is tried once, then nginx gives up with the last error (502).
-/// let out = Worker::new(&up).request(b"k", 0, |_| true);
-/// assert_eq!((out.attempts.len(), out.status), (2, Status::Failed));
-/// # Ok::<(), nginx_ketama::UpstreamError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Status {
-    /// The last attempt succeeded.
-    Answered,
-    /// Every attempt failed and the retry budget ran out (nginx answers 502 with the last error).
-    Failed,
-    /// nginx found no usable peer (`no live upstreams`, 502; `$upstream_addr` ends with the upstream name).
-    NoLiveUpstreams,
-}
+pub use trace::{Fallback, Skip, Status, Step, Verdict};
 
 /// What a request did: the peers it tried, in order, and how it ended.
 ///

@@ -274,7 +274,7 @@ fn exact_pingora_agreement_predicts_a_key_sample() {
     let keys: Vec<Vec<u8>> = nginx_ketama::analysis::compare::sample_keys(11, 50_000).collect();
     let sampled = Comparison::of_keys(&up, &map, Against::PingoraKetama, keys.iter().map(|k| k.as_slice())).unwrap();
     let p = exact.fraction(exact.agree);
-    let (lo, hi) = nginx_ketama::analysis::compare::wilson_z(sampled.agree, sampled.total, 3.89);
+    let (lo, hi) = nginx_ketama_harness::testkit::wilson_z(sampled.agree, sampled.total, 3.89);
     assert!(lo <= p && p <= hi, "exact {p} outside {lo}..{hi}");
     assert!(p > 0.0 && p < 1.0, "respelled servers disagree somewhere: {p}");
 }

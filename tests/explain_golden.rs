@@ -3,12 +3,17 @@
 //! its trace is self-consistent (the walk starts on the key's point, steps point by point, counts misses one
 //! by one, and every attempt follows the step that chose its peer).
 
-use nginx_ketama::analysis::explain::{Landing, attempts_of, explain};
+use nginx_ketama::analysis::explain::{Landing, explain};
 use nginx_ketama::worker::{Step, Verdict};
 use nginx_ketama::{Method, Status, Upstream, Worker};
 use nginx_ketama_harness::golden::{Record, Run, load_records, records_dir, upstream_of_peers};
 use nginx_ketama_harness::parity::RUN_CLOCK;
 use std::collections::BTreeSet;
+
+/// The attempts a trace records, in order.
+fn attempts_of(steps: &[Step]) -> Vec<nginx_ketama::PeerId> {
+    steps.iter().filter_map(|s| if let Step::Attempt { peer, .. } = s { Some(*peer) } else { None }).collect()
+}
 
 /// Structural checks of one explanation.
 fn check_trace(up: &Upstream, e: &nginx_ketama::analysis::Explanation) -> Result<(), String> {

@@ -231,7 +231,7 @@ pub fn wilson(k: u64, n: u64) -> (f64, f64) {
 }
 
 /// The Wilson score interval for `k` out of `n` with the normal quantile `z` (1.96 for 95%).
-pub fn wilson_z(k: u64, n: u64, z: f64) -> (f64, f64) {
+fn wilson_z(k: u64, n: u64, z: f64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
@@ -562,7 +562,8 @@ impl PingoraRing {
 mod tests {
     use super::*;
     use crate::analysis::forge::Forger;
-    use crate::upstream::{Method as HashMethod, Peer};
+    use crate::peer::Peer;
+    use crate::upstream::Method as HashMethod;
     use proptest::prelude::*;
 
     /// The model against the real crate on every arc: a key forged onto each point and one past it.

@@ -217,7 +217,8 @@ impl Accumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::{Method, Peer, Upstream};
+    use crate::peer::Peer;
+    use crate::upstream::{Method, Upstream};
 
     fn up(method: Method, spec: &[(&str, u32)]) -> Upstream {
         Upstream::builder(method).peers(spec.iter().map(|&(s, w)| Peer::new(s).with_weight(w))).build().unwrap()

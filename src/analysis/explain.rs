@@ -2,8 +2,9 @@
 //! every step the worker takes, ending with the attempts [`Worker::request`] makes.
 
 use super::picks::Arc;
+use crate::peer::{List, PeerId};
 use crate::plain::RehashStep;
-use crate::upstream::{List, Method, PeerId, Upstream};
+use crate::upstream::{Method, Upstream};
 use crate::worker::{Fallback, Outcome, Status, Step, Verdict, Worker};
 use std::fmt::Write as _;
 
@@ -232,15 +233,15 @@ impl Explanation {
     }
 }
 
-/// The attempts a trace records, in order: equal to the outcome's attempts for every request.
-pub fn attempts_of(steps: &[Step]) -> Vec<PeerId> {
-    steps.iter().filter_map(|s| if let Step::Attempt { peer, .. } = s { Some(*peer) } else { None }).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::Peer;
+
+    /// The attempts a trace records, in order.
+    fn attempts_of(steps: &[Step]) -> Vec<PeerId> {
+        steps.iter().filter_map(|s| if let Step::Attempt { peer, .. } = s { Some(*peer) } else { None }).collect()
+    }
 
     fn upstream(method: Method, servers: &[&str]) -> Upstream {
         Upstream::builder(method)

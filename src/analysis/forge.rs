@@ -8,8 +8,9 @@
 //! the bits by Gaussian elimination (see "Reversing CRC – Theory and Practice", Stigge et al., 2006).
 
 use super::picks::{Arc, Pick, PickMap};
+use crate::peer::Peer;
 use crate::server::Server;
-use crate::upstream::{Method, Peer, Upstream};
+use crate::upstream::{Method, Upstream};
 use crate::worker::Worker;
 use std::num::NonZeroUsize;
 

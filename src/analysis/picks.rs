@@ -21,11 +21,11 @@
 //! costs an attempt instead of a miss. The answer is the server that finally serves the key; which of its
 //! addresses does depends on the worker's round-robin state, so servers are counted by server string.
 
+use crate::peer::{List, Peer};
 use crate::plain::step_of;
 use crate::ring::Ring;
 use crate::server::Server;
-use crate::upstream::{Balancer, List, Method, Peer, Upstream};
-use crate::worker::MAX_HASH_MISSES;
+use crate::upstream::{Balancer, MAX_HASH_MISSES, Method, Upstream};
 use std::num::NonZeroUsize;
 
 /// The number of CRC32 values, 2³²: every share in this module is a count out of it.

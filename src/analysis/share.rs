@@ -135,7 +135,8 @@ impl Share {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::{Peer, Upstream};
+    use crate::peer::Peer;
+    use crate::upstream::Upstream;
 
     #[test]
     fn five_servers_sum_to_the_space() {

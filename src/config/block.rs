@@ -3,14 +3,30 @@
 
 use super::error::{ConfigError, ErrorKind, Location, Text};
 use super::values;
-use super::walk::Walk;
-use super::{Balancer, Context, UpstreamConfig};
+use super::{Balancer, Context, LoadOptions, UpstreamConfig, Warning};
+use crate::peer::{Peer, default_name, socket_name};
 use crate::resolve::resolve_host;
-use crate::server::{Address, AddressError, Server};
-use crate::upstream::{Method, Peer, Upstream, UpstreamError, default_name, ngx_inet_addr, socket_name};
+use crate::server::{Address, AddressError, Server, ngx_inet_addr};
+use crate::upstream::{Method, Upstream, UpstreamError};
+use crate::version::Rules;
 
 /// The smallest `zone` size nginx accepts: eight 4 KiB pages.
 const MIN_ZONE: u64 = 8 * 4096;
+
+/// What the checks inside `upstream { }` take from the reading around them: the release's rules, the load
+/// options, and where warnings go.
+#[derive(Debug)]
+pub(crate) struct Env<'a> {
+    pub(crate) rules: Rules,
+    pub(crate) options: &'a LoadOptions,
+    pub(crate) warnings: &'a mut Vec<Warning>,
+}
+
+impl Env<'_> {
+    fn warn(&mut self, message: String, location: &Location) {
+        self.warnings.push(Warning { message, location: location.clone() });
+    }
+}
 
 #[derive(Debug, Clone)]
 enum Bal {
@@ -72,12 +88,12 @@ fn is(arg: &[u8], word: &[u8]) -> bool {
 
 /// Checks one directive inside the block; returns the variables it uses (a `hash` key's).
 pub(crate) fn directive(
-    walk: &mut Walk<'_>,
+    env: &mut Env<'_>,
     up: &mut UpstreamBlock,
     args: &[Vec<u8>],
     at: &Location,
 ) -> Result<Vec<Vec<u8>>, ConfigError> {
-    let rules = walk.rules();
+    let rules = env.rules;
     let name = args[0].as_slice();
     let n = args.len() - 1;
     let count = |ok: bool| if ok { Ok(()) } else { fail(ErrorKind::ArgumentCount(Text::c_str(name)), at) };
@@ -91,7 +107,7 @@ pub(crate) fn directive(
     match name {
         b"server" => {
             count(n >= 1)?;
-            let line = server(walk, up, args, at)?;
+            let line = server(env, up, args, at)?;
             up.servers.push(line);
         }
         b"hash" => {
@@ -103,7 +119,7 @@ pub(crate) fn directive(
                 Some(a) => return fail(ErrorKind::InvalidParameter(Text::new(a)), at),
             };
             if up.balancer.is_some() {
-                walk.warn("load balancing method redefined".into(), at);
+                env.warn("load balancing method redefined".into(), at);
             }
             let key = String::from_utf8_lossy(&args[1]).into_owned();
             up.balancer = Some(Bal::Hash { key, method });
@@ -112,14 +128,14 @@ pub(crate) fn directive(
         b"ip_hash" | b"least_conn" => {
             count(n == 0)?;
             if up.balancer.is_some() {
-                walk.warn("load balancing method redefined".into(), at);
+                env.warn("load balancing method redefined".into(), at);
             }
             up.balancer = Some(Bal::Other(if name == b"ip_hash" { "ip_hash" } else { "least_conn" }));
         }
         b"random" => {
             count(n <= 2)?;
             if up.balancer.is_some() {
-                walk.warn("load balancing method redefined".into(), at);
+                env.warn("load balancing method redefined".into(), at);
             }
             if let Some(a) = args.get(1).filter(|a| !is(a, b"two")) {
                 return fail(ErrorKind::InvalidParameter(Text::new(a)), at);
@@ -187,8 +203,8 @@ pub(crate) fn directive(
 }
 
 /// One `server` line, checked like nginx's upstream `server` directive.
-fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Location) -> Result<ServerLine, ConfigError> {
-    let rules = walk.rules();
+fn server(env: &mut Env<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Location) -> Result<ServerLine, ConfigError> {
+    let rules = env.rules;
     let http = up.context == Context::Http;
     // Which parameters the balancer declared so far allows (nginx checks when it reads the line).
     let backup_allowed = match &up.balancer {
@@ -279,7 +295,7 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
         && ngx_inet_addr(host).is_none()
     {
         line.runtime = resolve;
-        if walk.options().resolve {
+        if env.options.resolve {
             match resolve_host(host) {
                 Ok(addrs) => line.addresses = Some(addrs),
                 Err(_) if resolve => {
@@ -289,7 +305,7 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
             }
         }
         if resolve {
-            walk.warn(
+            env.warn(
                 format!(
                     "server \"{text}\" is resolved at run time by nginx's own DNS resolver, which does not read \
                      /etc/hosts; its peers here are what the system resolver returns now ({}), placed after \
@@ -312,7 +328,7 @@ fn server(walk: &mut Walk<'_>, up: &UpstreamBlock, args: &[Vec<u8>], at: &Locati
 
 /// The checks nginx makes when it initialises the upstream, then the model.
 pub(crate) fn finish(
-    walk: &mut Walk<'_>,
+    env: &mut Env<'_>,
     up: &UpstreamBlock,
     resolver_outside: bool,
 ) -> Result<UpstreamConfig, ConfigError> {
@@ -331,7 +347,7 @@ pub(crate) fn finish(
     let display = name.to_string();
     let balancer = match &up.balancer {
         Some(Bal::Hash { key, method }) => {
-            Balancer::Hash { key: key.clone(), upstream: Box::new(build(walk, &display, *method, up)?) }
+            Balancer::Hash { key: key.clone(), upstream: Box::new(build(env, &display, *method, up)?) }
         }
         Some(Bal::Other(b)) => Balancer::Other((*b).to_string()),
         None => Balancer::RoundRobin,
@@ -345,8 +361,8 @@ pub(crate) fn finish(
 }
 
 /// Turns the server lines into peers and builds the model.
-fn build(walk: &Walk<'_>, name: &str, method: Method, up: &UpstreamBlock) -> Result<Upstream, ConfigError> {
-    let mut builder = Upstream::builder(method).name(name).version(walk.options().version).libc(walk.options().libc);
+fn build(env: &Env<'_>, name: &str, method: Method, up: &UpstreamBlock) -> Result<Upstream, ConfigError> {
+    let mut builder = Upstream::builder(method).name(name).version(env.options.version).libc(env.options.libc);
     let mut resolved_later = Vec::new();
     for line in &up.servers {
         let peers = peers_of(line);

@@ -3,7 +3,7 @@
 //! [`super::block`]. Errors come out in the order nginx meets them.
 
 use super::block::{self, UpstreamBlock};
-use super::directives::{ARGUMENTS, DIRECTIVES, SINGLE};
+use super::directives::{self, Ctx, DirectiveFlags};
 use super::error::{ConfigError, ErrorKind, Location, Text};
 use super::includes::{self, MAX_CONFIG_BYTES};
 use super::tokens::{Lexer, Token};
@@ -13,27 +13,6 @@ use crate::server::Address;
 use crate::version::Rules;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// Where a directive sits; the order is the bit order of the directive table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ctx {
-    Main = 0,
-    Events = 1,
-    Http = 2,
-    Server = 3,
-    Location = 4,
-    ServerIf = 5,
-    LocationIf = 6,
-    LimitExcept = 7,
-    Upstream = 8,
-    Stream = 9,
-    StreamServer = 10,
-    StreamUpstream = 11,
-    /// The inside of `map`, `geo`, `split_clients`, `types`, `charset_map`: entries, not directives.
-    Opaque = 12,
-    /// The inside of `map`: like [`Ctx::Opaque`], and each entry has two parts.
-    Map = 13,
-}
 
 /// The deepest `include` nesting followed.
 ///
@@ -125,7 +104,7 @@ pub(crate) struct Walk<'o> {
     in_stream: bool,
     seen: [bool; 3],
     scope: Scope,
-    /// Directives from [`SINGLE`] seen so far, one list per open block (the main level first).
+    /// Directives that may not repeat ([`directives::is_single`]) seen so far, one list per open block (the main level first).
     singles: Vec<Vec<Vec<u8>>>,
     /// Sibling `location` keys, one list per open `server`/`location`.
     locations: Vec<Vec<(u8, Vec<u8>)>>,
@@ -158,16 +137,9 @@ impl<'o> Walk<'o> {
         }
     }
 
-    pub(crate) fn rules(&self) -> Rules {
-        self.rules
-    }
-
-    pub(crate) fn options(&self) -> &LoadOptions {
-        self.options
-    }
-
-    pub(crate) fn warn(&mut self, message: String, location: &Location) {
-        self.warnings.push(Warning { message, location: location.clone() });
+    /// What the checks inside `upstream { }` see of this walk.
+    fn env(&mut self) -> block::Env<'_> {
+        block::Env { rules: self.rules, options: self.options, warnings: &mut self.warnings }
     }
 
     /// Reads the main file's bytes.
@@ -284,14 +256,13 @@ impl<'o> Walk<'o> {
         let at = &location;
         let name = args[0].as_slice();
         let flags = self.flags(name);
-        let bit = 1u32 << (ctx as u32);
-        if flags == 0 || (flags & (1 << 30) != 0 && !self.stream_loaded) {
+        if !flags.is_known(self.stream_loaded) {
             return fail(ErrorKind::UnknownDirective(Text::c_str(name)), at);
         }
-        if flags & bit == 0 {
+        if !flags.allows(ctx) {
             return fail(ErrorKind::NotAllowedHere(Text::c_str(name)), at);
         }
-        let wants_block = flags & (bit << 12) != 0;
+        let wants_block = flags.is_block_in(ctx);
         if wants_block && !is_block {
             return fail(ErrorKind::NoOpeningBrace(Text::c_str(name)), at);
         }
@@ -300,11 +271,11 @@ impl<'o> Walk<'o> {
         }
         let n = args.len() - 1;
         let count = |ok: bool| if ok { Ok(()) } else { fail(ErrorKind::ArgumentCount(Text::c_str(name)), at) };
-        if !is_block && let Ok(i) = ARGUMENTS.binary_search_by(|(a, _)| a.cmp(&name)) {
+        if !is_block && let Some(arity) = directives::arity(name) {
             // NGINX-DIFF: argument counts are those of the newest probed release, for every release.
-            count(ARGUMENTS[i].1 >> n.min(8) & 1 == 1)?;
+            count(arity.accepts(n))?;
         }
-        if !is_block && SINGLE.binary_search(&name).is_ok() {
+        if !is_block && directives::is_single(name) {
             let seen = self.singles.last_mut().expect("the main level is always open");
             if seen.iter().any(|s| s == name) {
                 return fail(ErrorKind::Duplicate(Text::c_str(name)), at);
@@ -422,12 +393,9 @@ impl<'o> Walk<'o> {
         Ok(())
     }
 
-    /// The directive table's flags for `name` in the chosen release (0: unknown).
-    fn flags(&self, name: &[u8]) -> u32 {
-        DIRECTIVES
-            .binary_search_by(|(n, _)| n.cmp(&name))
-            .map(|i| DIRECTIVES[i].1[self.rules.directive_table])
-            .unwrap_or(0)
+    /// What the chosen release knows of the directive `name`.
+    fn flags(&self, name: &[u8]) -> DirectiveFlags {
+        directives::flags(name, self.rules.directive_table)
     }
 
     fn define(&mut self, var: &[u8]) {
@@ -480,16 +448,16 @@ impl<'o> Walk<'o> {
         let name = args[0].as_slice();
         let mut flags = self.flags(name);
         // Releases between probed ones: the version rules say what changed inside `upstream`.
-        let bit = 1u32 << (ctx as u32);
+        let here = DirectiveFlags::KNOWN | DirectiveFlags::allowed_in(ctx);
         match name {
-            b"resolver" | b"resolver_timeout" if self.rules.server_resolve => flags |= 1 << 31 | bit,
-            b"sticky" if self.rules.sticky && ctx == Ctx::Upstream => flags |= 1 << 31 | bit,
+            b"resolver" | b"resolver_timeout" if self.rules.server_resolve => flags |= here,
+            b"sticky" if self.rules.sticky && ctx == Ctx::Upstream => flags |= here,
             _ => {}
         }
-        if flags == 0 || (flags & (1 << 30) != 0 && !self.stream_loaded) {
+        if !flags.is_known(self.stream_loaded) {
             return fail(ErrorKind::UnknownDirective(Text::c_str(name)), at);
         }
-        if flags & bit == 0 {
+        if !flags.allows(ctx) {
             return fail(ErrorKind::NotAllowedHere(Text::c_str(name)), at);
         }
         if is_block {
@@ -525,7 +493,7 @@ impl<'o> Walk<'o> {
             return Ok(());
         }
         let context = up.context;
-        let used = block::directive(self, up, &args, at)?;
+        let used = block::directive(&mut self.env(), up, &args, at)?;
         for v in used {
             self.scope.used.push(v);
         }
@@ -642,13 +610,13 @@ impl<'o> Walk<'o> {
         for k in &scope.known {
             if k.created {
                 if let Some(up) = scope.blocks.iter().find(|b| b.name.as_bytes().eq_ignore_ascii_case(&k.host)) {
-                    let u = block::finish(self, up, scope.resolver)?;
+                    let u = block::finish(&mut self.env(), up, scope.resolver)?;
                     self.upstreams.push(u);
                 }
                 continue;
             }
             let host = String::from_utf8_lossy(&k.host).into_owned();
-            let literal = host.starts_with('[') || crate::upstream::ngx_inet_addr(&host).is_some();
+            let literal = host.starts_with('[') || crate::server::ngx_inet_addr(&host).is_some();
             if self.options.resolve && !literal && crate::resolve::resolve_host(&host).is_err() {
                 return Err(ConfigError::invalid(
                     ErrorKind::ImpliedHostNotFound(Text::new(&k.host), k.location.clone()),

@@ -1,12 +1,36 @@
-//! What one request did, step by step: the trace [`Worker::request_traced`](super::Worker::request_traced)
+//! What one request did, step by step: the trace [`Worker::request_traced`](crate::Worker::request_traced)
 //! records. `analysis::explain` turns it into a readable explanation.
 //!
 //! Every step is something nginx's getters do (algorithm §3.4, §4 and §5): look at a ring point, compute a
 //! rehash step, hand over to round-robin, switch to the backup list, connect to a peer. Peers are named by
 //! [`PeerId`], ring servers by their index in [`Ring::servers`](crate::Ring::servers).
 
-use crate::upstream::{List, PeerId};
-use crate::worker::Status;
+use crate::peer::{List, PeerId};
+
+/// How a request ended.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::{Method, Peer, Status, Upstream, Worker};
+///
+/// let up = Upstream::builder(Method::Consistent)
+///     .peers(["127.0.0.1:1", "127.0.0.1:2"].map(|s| Peer::new(s).with_max_fails(0)))
+///     .build()?;
+/// // Both refuse: each is tried once, then nginx gives up with the last error (502).
+/// let out = Worker::new(&up).request(b"k", 0, |_| true);
+/// assert_eq!((out.attempts.len(), out.status), (2, Status::Failed));
+/// # Ok::<(), nginx_ketama::UpstreamError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// The last attempt succeeded.
+    Answered,
+    /// Every attempt failed and the retry budget ran out (nginx answers 502 with the last error).
+    Failed,
+    /// nginx found no usable peer (`no live upstreams`, 502; `$upstream_addr` ends with the upstream name).
+    NoLiveUpstreams,
+}
 
 /// Why a peer was passed over at a ring point or rehash slot (the first reason that applies, in this order).
 ///
@@ -57,7 +81,7 @@ pub enum Fallback {
     SinglePeer,
     /// Plain hash from 1.27.3: the current list has fewer than two peers (algorithm §4).
     FewerThanTwoPeers,
-    /// More than [`MAX_HASH_MISSES`](super::MAX_HASH_MISSES) misses in this request (algorithm §9.8).
+    /// More than [`MAX_HASH_MISSES`](crate::upstream::MAX_HASH_MISSES) misses in this request (algorithm §9.8).
     MissBudget,
     /// Consistent hash on a list or ring without peers.
     NothingToHash,
@@ -70,7 +94,7 @@ impl std::fmt::Display for Fallback {
             Fallback::SinglePeer => f.write_str("the list has a single peer"),
             Fallback::FewerThanTwoPeers => f.write_str("the list has fewer than two peers"),
             Fallback::MissBudget => {
-                write!(f, "more than {} points or slots without a usable peer", super::MAX_HASH_MISSES)
+                write!(f, "more than {} points or slots without a usable peer", crate::upstream::MAX_HASH_MISSES)
             }
             Fallback::NothingToHash => f.write_str("nothing to hash over"),
         }

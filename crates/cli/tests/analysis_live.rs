@@ -10,14 +10,14 @@
 //! without it the test prints `SKIP:` and passes, unless `NGINX_PARITY=require`.
 
 use anyhow::{Result, ensure};
-use nginx_ketama::analysis::compare::{sample_keys, wilson_z};
+use nginx_ketama::analysis::compare::sample_keys;
 use nginx_ketama::analysis::{Diff, HASH_SPACE, Pick, PickMap, Share};
 use nginx_ketama::{Method, Server};
 use nginx_ketama_harness::backend::Backend;
 use nginx_ketama_harness::catalog;
 use nginx_ketama_harness::install::Installation;
 use nginx_ketama_harness::parity;
-use nginx_ketama_harness::testkit::{report, skip};
+use nginx_ketama_harness::testkit::{report, skip, wilson_z};
 use nginx_ketama_harness::topology::{ServerLine, Topology};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

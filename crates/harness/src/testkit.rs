@@ -1,6 +1,7 @@
 //! What the workspace's integration tests share: the live report `scripts/test` prints at the end of a
-//! run, the `NGINX_PARITY=require` switch, insta settings for `snapshots/`, and running a command with
-//! bytes on its stdin. Test support, not stable API.
+//! run, the `NGINX_PARITY=require` switch, insta settings for `snapshots/`, running a command with bytes
+//! on its stdin, and the binomial intervals the statistical tests judge samples with. Test support, not
+//! stable API.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -109,5 +110,46 @@ pub fn release_matches(release: &str, version: &str) -> bool {
     match release.strip_suffix(".x") {
         Some(series) => version.strip_prefix(series).is_some_and(|p| p.starts_with('.')),
         None => release == version,
+    }
+}
+
+/// The Wilson score interval for `k` successes out of `n` trials with the normal quantile `z` (3.89 for
+/// 99.99%), `(0, 1)` for `n = 0`: the interval a sample's fraction is judged against. At `z = 1.96` it is the
+/// library's `analysis::compare::wilson`.
+pub fn wilson_z(k: u64, n: u64, z: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (k, n) = (k as f64, n as f64);
+    let p = k / n;
+    let z2 = z * z;
+    let denom = 1.0 + z2 / n;
+    let center = (p + z2 / (2.0 * n)) / denom;
+    let half = z / denom * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    // At k = 0 (k = n) the bound is exactly 0 (1); rounding would leave it a hair off.
+    let lo = if k == 0.0 { 0.0 } else { (center - half).max(0.0) };
+    let hi = if k == n { 1.0 } else { (center + half).min(1.0) };
+    (lo, hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wilson_z;
+    use nginx_ketama::analysis::compare::wilson;
+
+    #[test]
+    fn wilson_z_at_95_percent_is_the_librarys_interval() {
+        for n in [0u64, 1, 2, 10, 100, 12_345, 1 << 32] {
+            for k in [0, 1, n / 3, n / 2, n.saturating_sub(1), n] {
+                let k = k.min(n);
+                assert_eq!(wilson_z(k, n, 1.959_963_984_540_054), wilson(k, n), "{k}/{n}");
+            }
+        }
+        // Wider at 99.99%, and exact at the ends.
+        let (lo, hi) = wilson_z(50, 100, 3.89);
+        let (lo95, hi95) = wilson(50, 100);
+        assert!(lo < lo95 && hi95 < hi);
+        assert_eq!(wilson_z(0, 10, 3.89).0, 0.0);
+        assert_eq!(wilson_z(10, 10, 3.89).1, 1.0);
     }
 }
