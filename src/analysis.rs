@@ -15,7 +15,6 @@
 //!
 //! [`Share`], [`Diff`] and [`compare::Comparison`] also count a list of real keys (`of_keys`), whose CRC32
 //! values are not uniform, next to the uniform figure ([`Unit`]).
-//! * [`svg`]: the ring as a picture.
 //!
 //! # Example
 //!
@@ -37,7 +36,6 @@ pub mod explain;
 pub mod forge;
 pub mod picks;
 pub mod share;
-pub mod svg;
 
 pub use diff::Diff;
 pub use explain::Explanation;

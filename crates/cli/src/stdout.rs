@@ -3,18 +3,43 @@
 //! a broken pipe) ends the command quietly.
 //!
 //! Commands that return a `Result` write through [`Stdout`], whose errors name stdout. `print!` and
-//! `println!` in this crate are this module's (see `main.rs`): they cannot return an error, so a failed
-//! write unwinds to `main`, running every destructor on the way (the harness stops the nginx processes it
-//! started as it unwinds), and `main` ends the process as [`Failed::exit`] says. How each command ends:
+//! `println!` in this crate are this module's (the macros below, which `main.rs` brings in before every other
+//! module, in the place of std's): they cannot return an error, so a failed write unwinds to `main`, running
+//! every destructor on the way (the harness stops the nginx processes it started as it unwinds), and `main`
+//! ends the process as [`Failed::exit`] says. How each command ends:
 //!
 //! | stdout | `verify`, `replay-vectors` (whose exit code is a verdict) | every other command |
 //! |---|---|---|
 //! | the reader went away | killed by SIGPIPE, as `cat` would be (141 in a shell): never read as a verdict | exit 0: it was read as far as wanted |
 //! | any other error | `writing stdout: …` on stderr, exit 3 | `writing stdout: …` on stderr, exit 2 |
+//!
+//! A stdout closed when the process starts (`>&-`) is an error too ([`is_open`]).
+
+// `print!` and `println!` for the whole crate: `main.rs` declares this module first with `#[macro_use]`, so
+// they take the place of std's in every module after it. A failed write to stdout unwinds to `main`, which
+// ends the command as this module says, instead of panicking with "failed printing to stdout". (Only the
+// `live` commands print this way.)
+#[cfg_attr(not(feature = "live"), allow(unused_macros))]
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::stdout::print(format_args!($($arg)*))
+    };
+}
+
+#[cfg_attr(not(feature = "live"), allow(unused_macros))]
+macro_rules! println {
+    () => {
+        $crate::stdout::print(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout::print(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
 
 use std::fmt;
 use std::io::{self, ErrorKind, Write};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Why stdout could not be written: its `Display` is `writing stdout: <the system's reason>`.
 #[derive(Debug)]
@@ -110,6 +135,30 @@ fn die_of_sigpipe() -> ! {
         libc::raise(libc::SIGPIPE);
     }
     std::process::exit(128 + libc::SIGPIPE)
+}
+
+/// Whether descriptor 1 was closed when the process started (`>&-`).
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Runs before Rust's runtime starts, which silently reopens a closed stdout on `/dev/null`.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static CHECK_STDOUT: extern "C" fn() = {
+    extern "C" fn check() {
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        if unsafe { libc::fcntl(1, libc::F_GETFD) } == -1 {
+            STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        }
+    }
+    check
+};
+
+/// The output is the command's answer, so a stdout closed at start is an error (Rust would drop the writes).
+pub(crate) fn is_open() -> io::Result<()> {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return Err(io::Error::from_raw_os_error(libc::EBADF));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -225,6 +225,75 @@ fn help_says_how_names_are_resolved() {
     }
 }
 
+/// `--upstream http:NAME` and `stream:NAME` choose between two upstreams of one name, one in each context.
+#[test]
+fn an_upstream_named_with_its_context_is_the_one_used() {
+    let conf = TempFile::new(
+        "both.conf",
+        "load_module modules/ngx_stream_module.so; events {}\n\
+         http { upstream app { hash $arg_k consistent; server 127.0.0.1:9001; server 127.0.0.1:9002; } }\n\
+         stream { upstream app { hash $remote_addr consistent; server 127.0.0.2:9001; server 127.0.0.2:9002; } }\n",
+    );
+    let c = conf.to_str().unwrap();
+    for (context, address) in [("http", "127.0.0.1:"), ("stream", "127.0.0.2:")] {
+        let l = lines(&run(&["route", "--config", c, "--upstream", &format!("{context}:app")], b"k0\n"));
+        assert!(l[0]["server"].as_str().unwrap().starts_with(address), "{context}: {l:?}");
+    }
+    fails_with(&["route", "--config", c, "--upstream", "app"], "name one (as http:NAME or stream:NAME)");
+}
+
+/// The commands `nginx-ketama --help` lists (clap's own `help` left out).
+fn commands() -> Vec<String> {
+    let out = Command::new(CLI).arg("--help").output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let listed = text.split("Commands:\n").nth(1).unwrap().split("\n\n").next().unwrap();
+    let names = listed.lines().filter_map(|l| l.split_whitespace().next()).filter(|&n| n != "help");
+    names.map(String::from).collect()
+}
+
+/// Every help that names the nginx releases whose routing is modelled names exactly the version table's
+/// range (`nginx_ketama::version::MODELLED`), worded as the library's error for a release outside it.
+#[test]
+fn help_names_the_modelled_range_of_the_version_table() {
+    use nginx_ketama::version::MODELLED;
+    let refused = nginx_ketama::NginxVersion::new(0, 1, 0).modelled().unwrap_err().to_string();
+    let range = refused.split_once("this build models nginx ").unwrap().1;
+    let (first, last) = (MODELLED.start(), MODELLED.end());
+    assert_eq!(range, format!("{first} to {}.{}.x", last.major, last.minor), "every patch release of the last");
+    let mut named = Vec::new();
+    for command in commands() {
+        let out = Command::new(CLI).args([&command, "--help"]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+        for (at, _) in text.match_indices("(modelled: ") {
+            assert_eq!(text[at..].split_once(')').unwrap().0, format!("(modelled: {range}"), "{command} --help");
+        }
+        let takes_a_version = ["--nginx-version <", "--from-version <"].iter().any(|flag| text.contains(flag));
+        assert_eq!(text.contains(&format!("(modelled: {range})")), takes_a_version, "{command} --help");
+        if takes_a_version {
+            named.push(command);
+        }
+    }
+    assert!(["route", "diff"].iter().all(|c| named.contains(&c.to_string())), "{named:?}");
+}
+
+/// Every command `--help` lists has its section in docs/commands.md (a heading naming it) and its row in
+/// the table of commands there.
+#[test]
+fn every_command_is_documented_in_docs_commands_md() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/commands.md")).unwrap();
+    for command in commands() {
+        let named = |line: &str| line.contains(&format!("`{command}`")) || line.contains(&format!("`{command} "));
+        assert!(
+            doc.lines().any(|l| l.starts_with('#') && named(l)),
+            "no heading of docs/commands.md names `{command}`"
+        );
+        assert!(
+            doc.lines().any(|l| l.starts_with("| [") && named(l)),
+            "no row of docs/commands.md's table names `{command}`"
+        );
+    }
+}
+
 /// `--version` names the crate's version and the nginx releases it models, and the range it states is the
 /// one the library enforces: its first release and every patch of its last minor are accepted by
 /// `--nginx-version`, the releases on either side are refused.

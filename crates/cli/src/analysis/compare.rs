@@ -1,13 +1,13 @@
 //! `nginx-ketama compare`: how many keys another ketama implementation sends to the same server.
 
-use super::{Format, csv_line, fraction, json, percent, table, unit_words};
-use crate::UpstreamArgs;
-use crate::lines::count_keys;
+use super::unit_words;
+use crate::args::{ConfigArgs, FormatArg, KeysFile};
+use crate::render::rows::{self, Cell, Column, Rows, percent};
+use crate::render::{Format, json};
 use anyhow::Result;
 use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 
 /// The implementations `--against` names.
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -20,10 +20,11 @@ enum Other {
     Md5Vnodes,
 }
 
+/// `compare`'s arguments.
 #[derive(clap::Args)]
-pub(crate) struct CompareArgs {
+pub(crate) struct Args {
     #[command(flatten)]
-    upstream: UpstreamArgs,
+    config: ConfigArgs,
     /// The other implementation.
     #[arg(long, value_enum)]
     against: Other,
@@ -33,149 +34,131 @@ pub(crate) struct CompareArgs {
     /// MD5 rings: the sample's seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Also count these keys (one per line), next to the uniform figure.
-    #[arg(long, value_name = "FILE")]
-    keys: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
+    #[command(flatten)]
+    keys: KeysFile,
+    #[command(flatten)]
+    format: FormatArg,
 }
 
 /// The JSON document of `compare`.
 #[derive(serde::Serialize)]
-struct CompareJson {
-    upstream: String,
-    against: String,
+struct CompareJson<'a> {
+    upstream: &'a str,
+    against: &'a str,
     /// Over the hash space: exact (pingora-ketama) or sampled (MD5 rings).
-    uniform: ReportJson,
+    uniform: &'a Report<'a>,
     /// With `--keys`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    keys: Option<ReportJson>,
+    keys: Option<&'a Report<'a>>,
 }
 
-#[derive(serde::Serialize)]
-struct ReportJson {
-    /// `exact`, `sampled` or `keys`.
-    method: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    seed: Option<u64>,
-    total: u64,
-    agree: u64,
-    agree_fraction: f64,
-    /// 95% Wilson interval (sampled only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    interval: Option<(f64, f64)>,
-    /// MD5 rings: the agreement if CRC32 and MD5 of a key were independent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    expected_if_independent: Option<f64>,
-    /// What nginx hands to round-robin (never agreement).
-    round_robin: u64,
-    servers: Vec<ServerJson>,
+/// One comparison (over the hash space, sampled keys or listed keys) as rows: each server's agreement.
+struct Report<'a> {
+    comparison: &'a Comparison,
+    servers: Rows,
 }
 
-#[derive(serde::Serialize)]
-struct ServerJson {
-    server: String,
-    nginx: u64,
-    other: u64,
-    both: u64,
-    /// `both / nginx`: the part of this server's keys the other keeps on it.
-    agreement: f64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    interval: Option<(f64, f64)>,
-}
-
-fn report(c: &Comparison) -> ReportJson {
-    let sampled = matches!(c.method, Method::Sampled { .. });
-    ReportJson {
-        method: match c.method {
-            Method::Exact => "exact",
-            Method::Sampled { .. } => "sampled",
-            Method::Keys => "keys",
-        },
-        seed: match c.method {
-            Method::Sampled { seed, .. } => Some(seed),
-            _ => None,
-        },
-        total: c.total,
-        agree: c.agree,
-        agree_fraction: fraction(c.agree, c.total),
-        interval: sampled.then(|| wilson(c.agree, c.total)),
-        expected_if_independent: c.expected,
-        round_robin: c.round_robin,
-        servers: c
-            .servers
-            .iter()
-            .map(|s| ServerJson {
-                server: s.server.to_string(),
-                nginx: s.nginx,
-                other: s.other,
-                both: s.both,
-                agreement: fraction(s.both, s.nginx),
-                interval: sampled.then(|| wilson(s.both, s.nginx)),
-            })
-            .collect(),
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.3}%", x * 100.0)
-}
-
-fn print_table(out: &mut impl Write, c: &Comparison, other: &str) -> Result<()> {
-    let interval =
-        |k: u64, n: u64| c.interval(k, n).map_or_else(String::new, |(lo, hi)| format!("{}–{}", pct(lo), pct(hi)));
-    match c.method {
-        Method::Sampled { keys, seed } => {
-            writeln!(out, "sampled: {keys} random keys (seed {seed}), 95% intervals")?;
+impl Report<'_> {
+    /// `measure` names it in CSV; `other` heads the other implementation's column in the table.
+    fn of<'a>(c: &'a Comparison, measure: &'static str, other: &str) -> Report<'a> {
+        let mut columns = vec![
+            Column::text("measure").not_in_table().not_in_json(),
+            Column::text("server"),
+            Column::number("nginx"),
+            Column::number("other").headed(other.to_string()),
+            Column::number("both"),
+            // `both / nginx`: the part of this server's keys the other keeps on it.
+            Column::number("agreement"),
+        ];
+        let sampled = matches!(c.method, Method::Sampled { .. });
+        if sampled {
+            columns.push(Column::text("interval").headed("95% interval").not_in_csv());
         }
-        Method::Exact | Method::Keys => {}
-    }
-    let ci = interval(c.agree, c.total);
-    writeln!(
-        out,
-        "agree: {} of {} ({}{})",
-        c.agree,
-        c.total,
-        percent(c.agree, c.total),
-        if ci.is_empty() { String::new() } else { format!(", {ci}") }
-    )?;
-    if let Some(e) = c.expected {
-        writeln!(out, "expected if CRC32 and MD5 were independent: {}", pct(e))?;
-    }
-    if c.round_robin > 0 {
-        writeln!(out, "nginx hands {} to round-robin ({})", c.round_robin, percent(c.round_robin, c.total))?;
-    }
-    let sampled = matches!(c.method, Method::Sampled { .. });
-    let mut header = vec!["server", "nginx", other, "both", "agreement"];
-    let mut right = vec![false, true, true, true, true];
-    if sampled {
-        header.push("95% interval");
-        right.push(false);
-    }
-    let rows: Vec<Vec<String>> = c
-        .servers
-        .iter()
-        .map(|s| {
+        let mut servers = Rows::new(columns);
+        for s in &c.servers {
             let mut row = vec![
-                s.server.to_string(),
-                s.nginx.to_string(),
-                s.other.to_string(),
-                s.both.to_string(),
-                percent(s.both, s.nginx),
+                Cell::Text(measure.to_string()),
+                Cell::Text(s.server.to_string()),
+                Cell::Count(s.nginx),
+                Cell::Count(s.other),
+                Cell::Count(s.both),
+                Cell::Fraction { n: s.both, total: s.nginx },
             ];
             if sampled {
-                row.push(interval(s.both, s.nginx));
+                let (lo, hi) = wilson(s.both, s.nginx);
+                row.push(Cell::Interval(lo, hi));
             }
-            row
-        })
-        .collect();
-    table(out, &header, &right, &rows)
+            servers.push(row);
+        }
+        Report { comparison: c, servers }
+    }
+
+    fn write_table(&self, out: &mut impl Write) -> Result<()> {
+        let c = self.comparison;
+        if let Method::Sampled { keys, seed } = c.method {
+            writeln!(out, "sampled: {keys} random keys (seed {seed}), 95% intervals")?;
+        }
+        let ci = c.interval(c.agree, c.total).map(|(lo, hi)| Cell::Interval(lo, hi).to_string());
+        let ci = ci.map_or_else(String::new, |ci| format!(", {ci}"));
+        writeln!(out, "agree: {} of {} ({}{ci})", c.agree, c.total, percent(c.agree, c.total))?;
+        if let Some(e) = c.expected {
+            writeln!(out, "expected if CRC32 and MD5 were independent: {:.3}%", e * 100.0)?;
+        }
+        if c.round_robin > 0 {
+            writeln!(out, "nginx hands {} to round-robin ({})", c.round_robin, percent(c.round_robin, c.total))?;
+        }
+        self.servers.write_table(out)
+    }
 }
 
-pub(crate) fn run(args: &CompareArgs) -> Result<()> {
-    let (config, name) = crate::load(&args.upstream)?;
-    let up = config.hash_upstream(Some(&name))?.upstream;
+impl serde::Serialize for Report<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(serde::Serialize)]
+        struct ReportJson<'a> {
+            /// `exact`, `sampled` or `keys`.
+            method: &'static str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            seed: Option<u64>,
+            total: u64,
+            agree: u64,
+            agree_fraction: f64,
+            /// 95% Wilson interval (sampled only).
+            #[serde(skip_serializing_if = "Option::is_none")]
+            interval: Option<(f64, f64)>,
+            /// MD5 rings: the agreement if CRC32 and MD5 of a key were independent.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            expected_if_independent: Option<f64>,
+            /// What nginx hands to round-robin (never agreement).
+            round_robin: u64,
+            /// `server`, `nginx`, `other`, `both`, `agreement` (`both / nginx`), `interval` (sampled only).
+            servers: rows::Json<'a>,
+        }
+        let c = self.comparison;
+        ReportJson {
+            method: match c.method {
+                Method::Exact => "exact",
+                Method::Sampled { .. } => "sampled",
+                Method::Keys => "keys",
+            },
+            seed: match c.method {
+                Method::Sampled { seed, .. } => Some(seed),
+                _ => None,
+            },
+            total: c.total,
+            agree: c.agree,
+            agree_fraction: rows::fraction(c.agree, c.total),
+            interval: c.interval(c.agree, c.total),
+            expected_if_independent: c.expected,
+            round_robin: c.round_robin,
+            servers: self.servers.json(),
+        }
+        .serialize(serializer)
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let loaded = args.config.load()?;
+    let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::new(up);
     let against = match args.against {
         Other::PingoraKetama => Against::PingoraKetama,
@@ -186,55 +169,39 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
         Against::PingoraKetama => Comparison::exact(up, &map)?,
         _ => Comparison::sampled(up, &map, against, args.samples, args.seed)?,
     };
-    let keys = match &args.keys {
-        Some(path) => Some((path, count_keys(path, |keys| Comparison::of_keys(up, &map, against, keys))??)),
+    let keys = match args.keys.count(|keys| Comparison::of_keys(up, &map, against, keys))? {
+        Some((path, k)) => Some((path, k?)),
         None => None,
     };
-    let mut out = BufWriter::new(crate::stdout::stdout());
     let other = against.to_string();
-    match args.format {
+    let report = Report::of(&uniform, "uniform", &other);
+    let over_keys = keys.as_ref().map(|(path, k)| (path, Report::of(k, "keys", &other)));
+    let mut out = BufWriter::new(crate::stdout::stdout());
+    match args.format.format {
         Format::Table => {
             let how = match uniform.method {
                 Method::Exact => unit_words(uniform.unit),
                 _ => "over random keys".into(),
             };
             writeln!(out, "upstream {name} (nginx {}) against {other}: {how}", up.version())?;
-            print_table(&mut out, &uniform, &other)?;
-            if let Some((path, k)) = &keys {
-                writeln!(out, "\nover the {} keys of {}:", k.total, path.display())?;
-                print_table(&mut out, k, &other)?;
+            report.write_table(&mut out)?;
+            if let Some((path, k)) = &over_keys {
+                writeln!(out, "\nover the {} keys of {}:", k.comparison.total, path.display())?;
+                k.write_table(&mut out)?;
             }
         }
         Format::Json => {
             let doc = CompareJson {
-                upstream: name.clone(),
-                against: other,
-                uniform: report(&uniform),
-                keys: keys.as_ref().map(|(_, k)| report(k)),
+                upstream: name,
+                against: &other,
+                uniform: &report,
+                keys: over_keys.as_ref().map(|(_, k)| k),
             };
             json(&mut out, &doc)?;
         }
         Format::Csv => {
-            csv_line(&mut out, &["measure", "server", "nginx", "other", "both", "agreement"].map(String::from))?;
-            let mut all = vec![("uniform", &uniform)];
-            if let Some((_, k)) = &keys {
-                all.push(("keys", k));
-            }
-            for (measure, c) in all {
-                for s in &c.servers {
-                    csv_line(
-                        &mut out,
-                        &[
-                            measure.into(),
-                            s.server.to_string(),
-                            s.nginx.to_string(),
-                            s.other.to_string(),
-                            s.both.to_string(),
-                            fraction(s.both, s.nginx).to_string(),
-                        ],
-                    )?;
-                }
-            }
+            let keys = over_keys.as_ref().map(|(_, k)| &k.servers);
+            rows::write_csv(&mut out, [&report.servers].into_iter().chain(keys))?;
         }
     }
     out.flush()?;

@@ -1,18 +1,26 @@
 //! `nginx-ketama diff`: what moves between two configurations (or two nginx versions).
 
-use super::{Format, csv_line, fraction, json, percent, table, unit_words, write_svg};
-use crate::lines::count_keys;
-use crate::{FragmentOf, UpstreamArgs};
-use anyhow::{Result, bail};
+use super::{basis_name, unit_words};
+use crate::args::{self, Failed, FormatArg, Fragment, KeyLength, KeysFile, Loaded, NoResolve, SvgFile};
+use crate::args::{modelled_version, with_modelled_range};
+use crate::render::rows::{self, Cell, Column, Rows, percent};
+use crate::render::{Format, json, svg};
+use anyhow::Result;
 use nginx_ketama::analysis::diff::Diff;
-use nginx_ketama::analysis::{Pick, PickMap, svg};
+use nginx_ketama::analysis::{Pick, PickMap, Unit};
 use nginx_ketama::{Libc, NginxVersion, Upstream};
 use std::io::{BufWriter, Write};
-use std::num::NonZeroUsize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+/// `diff`'s arguments: two sides, each a configuration file, an upstream, an nginx version and a C library.
 #[derive(clap::Args)]
-pub(crate) struct DiffArgs {
+#[command(mut_args(args::help_of(
+    "failed",
+    "A server that refuses connections on both sides (a server string or a peer address). Repeatable"
+)))]
+#[command(mut_args(args::help_of("fragment", "Read both files as fragments (see `route --help`)")))]
+#[command(mut_args(args::help_of("svg", "Write a picture (SVG): the ring before and after, moved arcs in red")))]
+pub(crate) struct Args {
     /// The configuration before the change. Host names in `server` lines of both files are resolved with
     /// this machine's system resolver (getaddrinfo: /etc/hosts, DNS), as nginx resolves them at start-up, unless
     /// --no-resolve.
@@ -27,52 +35,61 @@ pub(crate) struct DiffArgs {
     /// The upstream's name after the change.
     #[arg(long, value_name = "NAME")]
     to_upstream: Option<String>,
-    /// nginx version before (modelled: 1.18.0 to 1.30.x).
-    #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = crate::modelled_version)]
+    // The help names the modelled range, from the version table.
+    #[arg(
+        long,
+        default_value_t = NginxVersion::LATEST,
+        value_parser = modelled_version,
+        help = with_modelled_range("nginx version before")
+    )]
     from_version: NginxVersion,
     /// nginx version after.
-    #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = crate::modelled_version)]
+    #[arg(long, default_value_t = NginxVersion::LATEST, value_parser = modelled_version)]
     to_version: NginxVersion,
     /// The C library nginx was built with before (glibc or musl: it decides ring points two servers share).
-    #[arg(long, default_value_t = Libc::Glibc, value_parser = crate::libc_parser())]
+    #[arg(long, default_value_t = Libc::Glibc, value_parser = args::libc_parser())]
     from_libc: Libc,
     /// The C library after (e.g. `--to-libc musl` for a move from Debian to Alpine).
-    #[arg(long, default_value_t = Libc::Glibc, value_parser = crate::libc_parser())]
+    #[arg(long, default_value_t = Libc::Glibc, value_parser = args::libc_parser())]
     to_libc: Libc,
-    /// Make every `server` line exactly one peer, with no DNS lookups. Without it a host name is resolved
-    /// with the system resolver, as nginx does at start-up, and each of its addresses is a peer.
-    #[arg(long)]
-    no_resolve: bool,
-    /// Read both files as fragments (see `route --help`).
-    #[arg(long, value_enum, value_name = "CONTEXT", num_args = 0..=1, default_missing_value = "http")]
-    fragment: Option<FragmentOf>,
-    /// A server that refuses connections on both sides (a server string or a peer address). Repeatable.
-    #[arg(long = "failed", value_name = "SERVER")]
-    failed: Vec<String>,
-    /// Plain hash with unusable slots: the key length the rehash steps are computed for.
-    #[arg(long, value_name = "BYTES", default_value_t = NonZeroUsize::new(16).unwrap())]
-    key_length: NonZeroUsize,
-    /// Also count these keys (one per line), next to the uniform figure.
-    #[arg(long, value_name = "FILE")]
-    keys: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
-    /// Write a picture (SVG): the ring before and after, moved arcs in red.
-    #[arg(long, value_name = "FILE")]
-    svg: Option<PathBuf>,
+    #[command(flatten)]
+    resolve: NoResolve,
+    #[command(flatten)]
+    fragment: Fragment,
+    #[command(flatten)]
+    failed: Failed,
+    #[command(flatten)]
+    key_length: KeyLength,
+    #[command(flatten)]
+    keys: KeysFile,
+    #[command(flatten)]
+    format: FormatArg,
+    #[command(flatten)]
+    svg: SvgFile,
+}
+
+impl Args {
+    /// The configuration after the change.
+    fn to_path(&self) -> &Path {
+        self.to.as_deref().unwrap_or(&self.from)
+    }
+
+    /// Reads one side.
+    fn load(&self, path: &Path, upstream: Option<&str>, version: NginxVersion, libc: Libc) -> Result<Loaded> {
+        args::load(path, upstream, &args::load_options(&self.resolve, &self.fragment, version, libc))
+    }
 }
 
 /// The JSON document of `diff`.
 #[derive(serde::Serialize)]
-struct DiffJson {
+struct DiffJson<'a> {
     from: SideJson,
     to: SideJson,
     /// The uniform figure, over 2^32 CRC32 values.
-    hash_space: ReportJson,
+    hash_space: &'a Report<'a>,
     /// With `--keys`: the same over the keys.
     #[serde(skip_serializing_if = "Option::is_none")]
-    keys: Option<ReportJson>,
+    keys: Option<&'a Report<'a>>,
 }
 
 #[derive(serde::Serialize)]
@@ -86,223 +103,163 @@ struct SideJson {
     basis: String,
 }
 
-#[derive(serde::Serialize)]
-struct ReportJson {
-    total: u64,
-    moved: u64,
-    moved_fraction: f64,
-    /// Largest first; `null` is round-robin.
-    moves: Vec<MoveJson>,
-    servers: Vec<ChangeJson>,
-    round_robin: RoundRobinJson,
-}
-
-#[derive(serde::Serialize)]
-struct MoveJson {
-    from: Option<String>,
-    to: Option<String>,
-    count: u64,
-    fraction: f64,
-}
-
-#[derive(serde::Serialize)]
-struct ChangeJson {
-    server: String,
-    before: u64,
-    after: u64,
-    gained: u64,
-    lost: u64,
-}
-
-#[derive(serde::Serialize)]
-struct RoundRobinJson {
-    before: u64,
-    after: u64,
-}
-
-fn name(diff: &Diff, pick: Pick) -> String {
-    diff.server_of(pick).map_or_else(|| "(round-robin)".to_string(), |s| s.to_string())
-}
-
-fn report(diff: &Diff) -> ReportJson {
-    ReportJson {
-        total: diff.total,
-        moved: diff.moved,
-        moved_fraction: fraction(diff.moved, diff.total),
-        moves: diff
-            .moves
-            .iter()
-            .map(|(m, n)| MoveJson {
-                from: diff.server_of(m.from).map(|s| s.to_string()),
-                to: diff.server_of(m.to).map(|s| s.to_string()),
-                count: *n,
-                fraction: fraction(*n, diff.total),
-            })
-            .collect(),
-        servers: diff
-            .changes
-            .iter()
-            .map(|c| ChangeJson {
-                server: c.server.to_string(),
-                before: c.before,
-                after: c.after,
-                gained: c.gained,
-                lost: c.lost,
-            })
-            .collect(),
-        round_robin: RoundRobinJson { before: diff.round_robin.0, after: diff.round_robin.1 },
-    }
-}
-
-fn print_table(out: &mut impl Write, diff: &Diff) -> Result<()> {
-    writeln!(out, "moved: {} of {} ({})", diff.moved, diff.total, percent(diff.moved, diff.total))?;
-    if !diff.moves.is_empty() {
-        writeln!(out)?;
-        let rows: Vec<Vec<String>> = diff
-            .moves
-            .iter()
-            .map(|(m, n)| vec![name(diff, m.from), name(diff, m.to), n.to_string(), percent(*n, diff.total)])
-            .collect();
-        table(out, &["from", "to", "moved", "percent"], &[false, false, true, true], &rows)?;
-    }
-    writeln!(out)?;
-    let mut rows: Vec<Vec<String>> = diff
-        .changes
-        .iter()
-        .map(|c| {
-            let net = i128::from(c.gained) - i128::from(c.lost);
-            vec![
-                c.server.to_string(),
-                percent(c.before, diff.total),
-                percent(c.after, diff.total),
-                c.gained.to_string(),
-                c.lost.to_string(),
-                format!("{net:+}"),
-            ]
-        })
-        .collect();
-    let (b, a) = diff.round_robin;
-    if b > 0 || a > 0 {
-        let net = i128::from(a) - i128::from(b);
-        rows.push(vec![
-            "(round-robin)".into(),
-            percent(b, diff.total),
-            percent(a, diff.total),
-            String::new(),
-            String::new(),
-            format!("{net:+}"),
-        ]);
-    }
-    table(out, &["server", "before", "after", "gained", "lost", "net"], &[false, true, true, true, true, true], &rows)
-}
-
-fn load(
-    args: &DiffArgs,
-    config: PathBuf,
-    upstream: Option<String>,
-    (version, libc): (NginxVersion, Libc),
-) -> Result<(Upstream, String, Vec<PathBuf>)> {
-    let side = UpstreamArgs {
-        config,
-        upstream,
-        no_resolve: args.no_resolve,
-        nginx_version: version,
-        libc,
-        fragment: args.fragment,
-    };
-    let (config, name) = crate::load(&side)?;
-    Ok((config.hash_upstream(Some(&name))?.upstream.clone(), name, config.files().to_vec()))
-}
-
-pub(crate) fn run(args: &DiffArgs) -> Result<()> {
-    let to_path = args.to.clone().unwrap_or_else(|| args.from.clone());
-    let (from, from_name, mut inputs) =
-        load(args, args.from.clone(), args.upstream.clone(), (args.from_version, args.from_libc))?;
-    let (to, to_name, to_files) = load(
-        args,
-        to_path.clone(),
-        args.to_upstream.clone().or_else(|| args.upstream.clone()),
-        (args.to_version, args.to_libc),
-    )?;
-    inputs.extend(to_files);
-    inputs.extend(args.keys.clone());
-    // A --failed server must exist on one side at least.
-    for f in &args.failed {
-        let known =
-            |u: &Upstream| u.primary().iter().chain(u.backup()).any(|p| p.server().as_str() == f || p.name() == f);
-        if !known(&from) && !known(&to) {
-            bail!("--failed {f:?} matches no server string or peer address in either upstream");
+impl SideJson {
+    fn of(path: &Path, side: &Loaded, map: &PickMap) -> SideJson {
+        SideJson {
+            config: path.display().to_string(),
+            upstream: side.name.clone(),
+            nginx: side.upstream.version().to_string(),
+            libc: side.upstream.libc().as_str(),
+            basis: basis_name(Unit::HashSpace(map.basis())),
         }
     }
-    let fails = |p: &nginx_ketama::Peer| args.failed.iter().any(|f| f == p.server().as_str() || f == p.name());
-    let (a, b) =
-        (PickMap::with_failing(&from, fails, args.key_length), PickMap::with_failing(&to, fails, args.key_length));
-    let diff = Diff::of(&a, &b);
-    let keys = match &args.keys {
-        Some(path) => Some((path, count_keys(path, |keys| Diff::of_keys(&a, &b, keys))?)),
-        None => None,
-    };
-    if let Some(path) = &args.svg {
-        let title = format!("{} → {}", args.from.display(), to_path.display());
-        write_svg(path, &svg::diff_svg(&a, &b, &title), inputs)?;
+}
+
+/// One measure of a diff (over the hash space, or over the keys) as rows: what moved where, and each
+/// server's change.
+struct Report<'a> {
+    diff: &'a Diff,
+    moves: Rows,
+    changes: Rows,
+}
+
+impl Report<'_> {
+    /// `measure` names it in CSV.
+    fn of<'a>(diff: &'a Diff, measure: &'static str) -> Report<'a> {
+        let pick = |p: Pick| Cell::Pick(diff.server_of(p).map(|s| s.to_string()));
+        let mut moves = Rows::new(vec![
+            Column::text("measure").not_in_table().not_in_json(),
+            Column::text("from"),
+            Column::text("to"),
+            Column::number("count").headed("moved"),
+            Column::number("fraction").headed("percent"),
+        ]);
+        for &(m, n) in &diff.moves {
+            let part = Cell::Fraction { n, total: diff.total };
+            moves.push(vec![Cell::Text(measure.to_string()), pick(m.from), pick(m.to), Cell::Count(n), part]);
+        }
+        let mut changes = Rows::new(vec![
+            Column::text("server"),
+            Column::number("before"),
+            Column::number("after"),
+            Column::number("gained"),
+            Column::number("lost"),
+            Column::number("net").not_in_csv().not_in_json(),
+        ]);
+        let of = |n: u64| Cell::CountOf { n, total: diff.total };
+        let net = |gained: u64, lost: u64| Cell::Net(i128::from(gained) - i128::from(lost));
+        for c in &diff.changes {
+            let server = Cell::Text(c.server.to_string());
+            changes.push(vec![
+                server,
+                of(c.before),
+                of(c.after),
+                Cell::Count(c.gained),
+                Cell::Count(c.lost),
+                net(c.gained, c.lost),
+            ]);
+        }
+        let (b, a) = diff.round_robin;
+        if b > 0 || a > 0 {
+            changes.push_summary(vec![Cell::Pick(None), of(b), of(a), Cell::Empty, Cell::Empty, net(a, b)]);
+        }
+        Report { diff, moves, changes }
     }
-    let side = |path: &PathBuf, name: &str, up: &Upstream, map: &PickMap| SideJson {
-        config: path.display().to_string(),
-        upstream: name.to_string(),
-        nginx: up.version().to_string(),
-        libc: up.libc().as_str(),
-        basis: super::basis_name(nginx_ketama::analysis::Unit::HashSpace(map.basis())),
-    };
+
+    fn write_table(&self, out: &mut impl Write) -> Result<()> {
+        let d = self.diff;
+        writeln!(out, "moved: {} of {} ({})", d.moved, d.total, percent(d.moved, d.total))?;
+        if !d.moves.is_empty() {
+            writeln!(out)?;
+            self.moves.write_table(out)?;
+        }
+        writeln!(out)?;
+        self.changes.write_table(out)
+    }
+}
+
+impl serde::Serialize for Report<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        /// Largest moves first; `null` is round-robin.
+        #[derive(serde::Serialize)]
+        struct ReportJson<'a> {
+            total: u64,
+            moved: u64,
+            moved_fraction: f64,
+            moves: rows::Json<'a>,
+            servers: rows::Json<'a>,
+            round_robin: RoundRobinJson,
+        }
+        #[derive(serde::Serialize)]
+        struct RoundRobinJson {
+            before: u64,
+            after: u64,
+        }
+        let d = self.diff;
+        ReportJson {
+            total: d.total,
+            moved: d.moved,
+            moved_fraction: rows::fraction(d.moved, d.total),
+            moves: self.moves.json(),
+            servers: self.changes.json(),
+            round_robin: RoundRobinJson { before: d.round_robin.0, after: d.round_robin.1 },
+        }
+        .serialize(serializer)
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let to_path = args.to_path();
+    let from = args.load(&args.from, args.upstream.as_deref(), args.from_version, args.from_libc)?;
+    let to_upstream = args.to_upstream.as_deref().or(args.upstream.as_deref());
+    let to = args.load(to_path, to_upstream, args.to_version, args.to_libc)?;
+    let fails = args.failed.in_either(&from.upstream, &to.upstream)?;
+    let key_length = args.key_length.key_length;
+    let a = PickMap::with_failing(&from.upstream, fails, key_length);
+    let b = PickMap::with_failing(&to.upstream, fails, key_length);
+    let diff = Diff::of(&a, &b);
+    let keys = args.keys.count(|keys| Diff::of_keys(&a, &b, keys))?;
+    if let Some(path) = &args.svg.svg {
+        let title = format!("{} → {}", args.from.display(), to_path.display());
+        let inputs = from.files.iter().chain(&to.files).chain(&args.keys.keys).cloned().collect();
+        svg::write(path, &svg::diff_svg(&a, &b, &title), inputs)?;
+    }
+    let hash_space = Report::of(&diff, "hash-space");
+    let over_keys = keys.as_ref().map(|(path, k)| (path, Report::of(k, "keys")));
     let mut out = BufWriter::new(crate::stdout::stdout());
-    match args.format {
+    match args.format.format {
         Format::Table => {
-            let describe = |path: &PathBuf, name: &str, up: &Upstream| {
+            let describe = |path: &Path, side: &Loaded| {
+                let up: &Upstream = &side.upstream;
                 let method = if up.ring().is_some() { "consistent" } else { "plain" };
                 // The C library is named when it is not the default (glibc).
                 let libc = if up.libc() == Libc::Glibc { String::new() } else { format!(", {}", up.libc()) };
-                format!("{} (upstream {name}, {method}, nginx {}{libc})", path.display(), up.version())
+                format!("{} (upstream {}, {method}, nginx {}{libc})", path.display(), side.name, up.version())
             };
-            writeln!(out, "from {}", describe(&args.from, &from_name, &from))?;
-            writeln!(out, "to   {}", describe(&to_path, &to_name, &to))?;
+            writeln!(out, "from {}", describe(&args.from, &from))?;
+            writeln!(out, "to   {}", describe(to_path, &to))?;
             writeln!(out, "{}", unit_words(diff.unit))?;
             if diff.to_unit != diff.unit {
                 writeln!(out, "(after: {})", unit_words(diff.to_unit))?;
             }
-            print_table(&mut out, &diff)?;
-            if let Some((path, k)) = &keys {
-                writeln!(out, "\nover the {} keys of {}:", k.total, path.display())?;
-                print_table(&mut out, k)?;
+            hash_space.write_table(&mut out)?;
+            if let Some((path, k)) = &over_keys {
+                writeln!(out, "\nover the {} keys of {}:", k.diff.total, path.display())?;
+                k.write_table(&mut out)?;
             }
         }
         Format::Json => {
             let doc = DiffJson {
-                from: side(&args.from, &from_name, &from, &a),
-                to: side(&to_path, &to_name, &to, &b),
-                hash_space: report(&diff),
-                keys: keys.as_ref().map(|(_, k)| report(k)),
+                from: SideJson::of(&args.from, &from, &a),
+                to: SideJson::of(to_path, &to, &b),
+                hash_space: &hash_space,
+                keys: over_keys.as_ref().map(|(_, k)| k),
             };
             json(&mut out, &doc)?;
         }
         Format::Csv => {
-            csv_line(&mut out, &["measure", "from", "to", "count", "fraction"].map(String::from))?;
-            let mut rows = vec![("hash-space", &diff)];
-            if let Some((_, k)) = &keys {
-                rows.push(("keys", k));
-            }
-            for (measure, d) in rows {
-                for (m, n) in &d.moves {
-                    csv_line(
-                        &mut out,
-                        &[
-                            measure.into(),
-                            name(d, m.from),
-                            name(d, m.to),
-                            n.to_string(),
-                            fraction(*n, d.total).to_string(),
-                        ],
-                    )?;
-                }
-            }
+            let keys = over_keys.as_ref().map(|(_, k)| &k.moves);
+            rows::write_csv(&mut out, [&hash_space.moves].into_iter().chain(keys))?;
         }
     }
     out.flush()?;

@@ -1,7 +1,8 @@
 //! `nginx-ketama explain`: every step nginx takes for each key.
 
-use super::{Format, json};
-use crate::UpstreamArgs;
+use crate::args::{self, ConfigArgs, Failed, FormatArg};
+use crate::render::{Format, json, key_text};
+use crate::route::NOW;
 use anyhow::{Result, bail};
 use nginx_ketama::analysis::explain::{Explanation, Landing, explain};
 use nginx_ketama::worker::{Step, Verdict};
@@ -9,16 +10,19 @@ use nginx_ketama::{List, PeerId, Status, Upstream, Worker};
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
 
+/// `explain`'s arguments.
 #[derive(clap::Args)]
-pub(crate) struct ExplainArgs {
+#[command(mut_args(args::help_of(
+    "format",
+    "Output format (`table` prints the explanation as text; `csv` is not offered)"
+)))]
+pub(crate) struct Args {
     #[command(flatten)]
-    upstream: UpstreamArgs,
-    /// A server that refuses connections (a configured server string or a peer address). Repeatable.
-    #[arg(long = "failed", value_name = "SERVER")]
-    failed: Vec<String>,
-    /// Output format (`table` prints the explanation as text; `csv` is not offered).
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
+    config: ConfigArgs,
+    #[command(flatten)]
+    failed: Failed,
+    #[command(flatten)]
+    format: FormatArg,
     /// The keys, explained as consecutive requests to one fresh worker (as `route` reads them).
     #[arg(required = true, value_name = "KEY")]
     keys: Vec<OsString>,
@@ -176,9 +180,10 @@ fn to_json(up: &Upstream, e: &Explanation) -> KeyJson {
             Step::End(status) => StepJson::End { status: status_name(*status) },
         })
         .collect();
+    let (key, key_hex) = key_text(&e.key);
     KeyJson {
-        key: String::from_utf8_lossy(&e.key).into_owned(),
-        key_hex: std::str::from_utf8(&e.key).is_err().then(|| e.key.iter().map(|b| format!("{b:02x}")).collect()),
+        key: key.into_owned(),
+        key_hex,
         crc32: format!("{:08x}", e.crc32),
         landing,
         steps,
@@ -188,21 +193,22 @@ fn to_json(up: &Upstream, e: &Explanation) -> KeyJson {
     }
 }
 
-pub(crate) fn run(args: &ExplainArgs) -> Result<()> {
-    if args.format == Format::Csv {
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let format = args.format.format;
+    if format == Format::Csv {
         bail!("explain has no CSV form (its steps are not a table): use --format table or json");
     }
-    let (config, name) = crate::load(&args.upstream)?;
-    let up = config.hash_upstream(Some(&name))?.upstream;
-    let fails = crate::failing(up, &args.failed)?;
+    let loaded = args.config.load()?;
+    let up = &loaded.upstream;
+    let fails = args.failed.in_upstream(up)?;
     let mut worker = Worker::new(up);
     let explanations: Vec<Explanation> = args
         .keys
         .iter()
-        .map(|k| explain(&mut worker, std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str()), crate::NOW, fails))
+        .map(|k| explain(&mut worker, std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str()), NOW, fails))
         .collect();
     let mut out = BufWriter::new(crate::stdout::stdout());
-    match args.format {
+    match format {
         Format::Json => json(&mut out, &explanations.iter().map(|e| to_json(up, e)).collect::<Vec<_>>())?,
         _ => {
             for (i, e) in explanations.iter().enumerate() {

@@ -1,16 +1,17 @@
 //! `nginx-ketama forge`: keys that land on a chosen server.
 
-use super::{Format, csv_line, json, table};
-use crate::UpstreamArgs;
+use crate::args::{ConfigArgs, Failed, FormatArg};
+use crate::render::rows::{Cell, Column, Rows};
 use anyhow::Result;
 use nginx_ketama::Server;
 use nginx_ketama::analysis::forge::{Target, forge_keys};
 use std::io::{BufWriter, Write};
 
+/// `forge`'s arguments.
 #[derive(clap::Args)]
-pub(crate) struct ForgeArgs {
+pub(crate) struct Args {
     #[command(flatten)]
-    upstream: UpstreamArgs,
+    config: ConfigArgs,
     /// The server (its configured server string) the keys must land on.
     #[arg(long)]
     server: String,
@@ -26,27 +27,16 @@ pub(crate) struct ForgeArgs {
     /// Aim at both ends of the server's arcs (of --point's arc only, if given).
     #[arg(long)]
     edges: bool,
-    /// A server that refuses connections: keys then land on S through nginx's failover walk. Repeatable.
-    #[arg(long = "failed", value_name = "SERVER")]
-    failed: Vec<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
+    #[command(flatten)]
+    failed: Failed,
+    #[command(flatten)]
+    format: FormatArg,
 }
 
-/// One key of `forge --format json`.
-#[derive(serde::Serialize)]
-struct KeyJson {
-    key: String,
-    crc32: String,
-    /// The ring point it lands on (consistent hash).
-    point: Option<usize>,
-}
-
-pub(crate) fn run(args: &ForgeArgs) -> Result<()> {
-    let (config, name) = crate::load(&args.upstream)?;
-    let up = config.hash_upstream(Some(&name))?.upstream;
-    let fails = crate::failing(up, &args.failed)?;
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let loaded = args.config.load()?;
+    let up = &loaded.upstream;
+    let fails = args.failed.in_upstream(up)?;
     let target = match (args.point, args.edges) {
         (point, true) => Target::Edges { point },
         (Some(point), false) => Target::Arc { point },
@@ -54,30 +44,17 @@ pub(crate) fn run(args: &ForgeArgs) -> Result<()> {
     };
     let server = Server::new(args.server.clone());
     let keys = forge_keys(up, fails, &server, args.count, args.prefix.as_bytes(), target)?;
-    let rows: Vec<KeyJson> = keys
-        .iter()
-        .map(|k| KeyJson {
-            key: String::from_utf8_lossy(&k.key).into_owned(),
-            crc32: format!("{:08x}", k.crc32),
-            point: k.point,
-        })
-        .collect();
-    let mut out = BufWriter::new(crate::stdout::stdout());
-    let point = |p: Option<usize>| p.map_or_else(String::new, |p| p.to_string());
-    match args.format {
-        Format::Table => {
-            let cells: Vec<Vec<String>> =
-                rows.iter().map(|r| vec![r.key.clone(), r.crc32.clone(), point(r.point)]).collect();
-            table(&mut out, &["key", "crc32", "point"], &[false, false, true], &cells)?;
-        }
-        Format::Json => json(&mut out, &rows)?,
-        Format::Csv => {
-            csv_line(&mut out, &["key", "crc32", "point"].map(String::from))?;
-            for r in &rows {
-                csv_line(&mut out, &[r.key.clone(), r.crc32.clone(), point(r.point)])?;
-            }
-        }
+    // The ring point is left out (`null`) for plain hash.
+    let mut rows = Rows::new(vec![Column::text("key"), Column::text("crc32"), Column::number("point")]);
+    for k in &keys {
+        rows.push(vec![
+            Cell::Text(String::from_utf8_lossy(&k.key).into_owned()),
+            Cell::Text(format!("{:08x}", k.crc32)),
+            k.point.map_or(Cell::Empty, |p| Cell::Count(p as u64)),
+        ]);
     }
+    let mut out = BufWriter::new(crate::stdout::stdout());
+    rows.write(args.format.format, &mut out)?;
     out.flush()?;
     Ok(())
 }

@@ -102,7 +102,7 @@ pub(crate) struct VerifyArgs {
     /// C libraries to check (glibc, musl; comma-separated): of each version, only its builds against these
     /// (default: every provisioned build; with --shim, glibc only). The model follows each build's C
     /// library, detected from its binary.
-    #[arg(long, value_delimiter = ',', value_parser = crate::libc_parser())]
+    #[arg(long, value_delimiter = ',', value_parser = crate::args::libc_parser())]
     pub libc: Vec<Libc>,
     /// Random topologies per version.
     #[arg(long, default_value_t = 14)]

@@ -6,34 +6,36 @@
 //! rings) the circle is cut into [`BINS`] equal bins and each bin takes the colour of whoever answers most
 //! of it, which the caption says.
 
-use super::picks::{HASH_SPACE, Pick, PickMap, ServerHealth};
-use crate::server::Server;
+use anyhow::Result;
+use nginx_ketama::Server;
+use nginx_ketama::analysis::{Diff, HASH_SPACE, Pick, PickMap, ServerHealth, Share};
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 /// The most arcs drawn one by one per ring.
-pub const MAX_ARCS: usize = 3000;
+const MAX_ARCS: usize = 3000;
 
 /// Bins per ring when there are more arcs than [`MAX_ARCS`] (0.1° each).
-pub const BINS: usize = 3600;
+const BINS: usize = 3600;
 
 /// Legend entries shown (the rest are summed up in one line).
 const LEGEND: usize = 24;
 
 /// One arc as drawn: `[start, end)` of the hash space (as `u64`, `end ≤ 2³²`) and who is shown on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Drawn<T> {
+struct Drawn<T> {
     /// First hash value.
-    pub start: u64,
+    start: u64,
     /// One past the last.
-    pub end: u64,
+    end: u64,
     /// Who is shown.
-    pub who: T,
+    who: T,
 }
 
 /// How arcs were laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
+enum Layout {
     /// Every arc exactly.
     Exact,
     /// [`BINS`] bins, each coloured by its largest part.
@@ -42,14 +44,14 @@ pub enum Layout {
 
 /// The arcs to draw for segments `(start, len, who)` covering the whole space: the segments themselves, or
 /// bins coloured by their largest part.
-pub fn layout<T: Copy + Eq>(segments: &[(u64, u64, T)]) -> (Layout, Vec<Drawn<T>>) {
+fn layout<T: Copy + Eq>(segments: &[(u64, u64, T)]) -> (Layout, Vec<Drawn<T>>) {
     // The largest part; on a tie the one that comes first in the bin.
     layout_by(segments, |parts| parts.iter().fold(parts[0], |best, &p| if p.1 > best.1 { p } else { best }).0)
 }
 
 /// The arcs of moved (`true`) and kept segments: the segments, or bins shown as moved when anything in
 /// them moves (a majority would hide the many small arcs a removed server leaves).
-pub fn layout_moved(segments: &[(u64, u64, bool)]) -> (Layout, Vec<Drawn<bool>>) {
+fn layout_moved(segments: &[(u64, u64, bool)]) -> (Layout, Vec<Drawn<bool>>) {
     layout_by(segments, |parts| parts.iter().any(|p| p.0))
 }
 
@@ -301,23 +303,11 @@ fn caption(layout: Layout) -> &'static str {
 }
 
 /// The picture of one map: its arcs coloured by server, a legend with each server's exact share.
-///
-/// # Example
-///
-/// ```
-/// use nginx_ketama::analysis::{PickMap, svg};
-/// use nginx_ketama::{Method, Peer, Upstream};
-///
-/// let up = Upstream::builder(Method::Consistent).peers(["a:80", "b:80"].map(Peer::new)).build()?;
-/// let picture = svg::share_svg(&PickMap::new(&up), "upstream app");
-/// assert!(picture.starts_with("<svg") && picture.contains("a:80"));
-/// # Ok::<(), nginx_ketama::UpstreamError>(())
-/// ```
-pub fn share_svg(map: &PickMap, title: &str) -> String {
+pub(crate) fn share_svg(map: &PickMap, title: &str) -> String {
     let index: Vec<usize> = (0..map.servers().len()).collect();
     let segments = segments_of(map, &index);
     let (layout, drawn) = layout(&segments);
-    let share = super::share::Share::of(map);
+    let share = Share::of(map);
     let counts: Vec<u64> = share.servers.iter().map(|s| s.count).collect();
     let rows = server_rows(map.servers(), &counts, share.round_robin, true, |i| {
         let s = &share.servers[i];
@@ -346,8 +336,8 @@ pub fn share_svg(map: &PickMap, title: &str) -> String {
 
 /// The picture of a change: the map before (outer ring), after (middle ring), and in red on the inner
 /// ring the arcs whose answer moves.
-pub fn diff_svg(from: &PickMap, to: &PickMap, title: &str) -> String {
-    let diff = super::diff::Diff::of(from, to);
+pub(crate) fn diff_svg(from: &PickMap, to: &PickMap, title: &str) -> String {
+    let diff = Diff::of(from, to);
     let position: HashMap<&Server, usize> = diff.servers.iter().enumerate().map(|(i, s)| (s, i)).collect();
     let from_index: Vec<usize> = from.servers().iter().map(|s| position[s]).collect();
     let to_index: Vec<usize> = to.servers().iter().map(|s| position[s]).collect();
@@ -412,10 +402,18 @@ pub fn diff_svg(from: &PickMap, to: &PickMap, title: &str) -> String {
     out
 }
 
+/// Writes `--svg FILE` as `nginx_ketama_output` writes a file (whole, through a device or FIFO, never
+/// replacing what is not a regular file), refusing one of the command's `inputs` (its configuration files
+/// and `--keys`).
+pub(crate) fn write(path: &Path, svg: &str, inputs: Vec<PathBuf>) -> Result<()> {
+    nginx_ketama_output::write(path, svg.as_bytes(), &nginx_ketama_output::Options { create_dirs: false, inputs })?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::{Method, Peer, Upstream};
+    use nginx_ketama::{Method, Peer, Upstream};
 
     fn up(n: usize, w: u32) -> Upstream {
         Upstream::builder(Method::Consistent)
@@ -462,6 +460,13 @@ mod tests {
             }
             assert_eq!(parts[&shown], *parts.values().max().unwrap(), "bin {b}");
         }
+    }
+
+    #[test]
+    fn a_picture_is_one_svg_naming_its_servers() {
+        let up = Upstream::builder(Method::Consistent).peers(["a:80", "b:80"].map(Peer::new)).build().unwrap();
+        let picture = share_svg(&PickMap::new(&up), "upstream app");
+        assert!(picture.starts_with("<svg") && picture.ends_with("</svg>\n") && picture.contains("a:80"));
     }
 
     #[test]
