@@ -44,6 +44,8 @@
 //! # Crate features
 //!
 //! * `md5` — the `md5_variants` module (and the `md-5` dependency).
+//! * `engines` — the `engines` module: HAProxy, Caddy, ingress-nginx and APISIX models, and
+//!   `compare` against them (and the `twox-hash` dependency).
 //! * `reference` — `ring::reference`, nginx's ring written as plainly as possible: the oracle of this
 //!   workspace's tests and benchmarks. Test support, not stable API.
 //!
@@ -57,6 +59,8 @@
 
 pub mod analysis;
 pub mod config;
+#[cfg(feature = "engines")]
+pub mod engines;
 #[cfg(feature = "md5")]
 pub mod md5_variants;
 mod peer;

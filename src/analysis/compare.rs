@@ -10,11 +10,17 @@
 //!   agreement is measured on a sample of random keys, with a 95% Wilson interval, next to the figure
 //!   expected if the two hashes were independent (`Σ nginx share × other share`, both exact).
 //!
+//! * **Other proxies** (`engines`, feature `engines`): HAProxy, Caddy, ingress-nginx, APISIX
+//!   ([`Comparison::against_engine`]): exact where the engine's pick is a function of the key's CRC-32 on
+//!   intervals, sampled otherwise.
+//!
 //! The other side gets the primary peers that are not `down`, with their weights (as one would configure
 //! it); nginx's side is its [`PickMap`] (no failing servers).
 
 use super::picks::{HASH_SPACE, Pick, PickMap};
 use super::share::Unit;
+#[cfg(feature = "engines")]
+use crate::engines::{Backend, Engine, EngineError, Model};
 #[cfg(feature = "md5")]
 use crate::md5_variants::{LibketamaRing, Md5VnodeRing};
 use crate::server::Server;
@@ -35,16 +41,25 @@ pub enum Against {
     /// "MD5 of `server:i`, 160 virtual nodes" (`md5_variants::Md5VnodeRing`, feature `md5`).
     #[cfg(feature = "md5")]
     Md5Vnodes,
+    /// Another proxy's consistent hashing (`engines`, feature `engines`).
+    #[cfg(feature = "engines")]
+    Engine(Engine),
 }
 
 impl std::fmt::Display for Against {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        #[cfg(feature = "engines")]
+        if let Against::Engine(e) = self {
+            return e.fmt(f);
+        }
         f.write_str(match self {
             Against::PingoraKetama => "pingora-ketama",
             #[cfg(feature = "md5")]
             Against::Libketama => "libketama",
             #[cfg(feature = "md5")]
             Against::Md5Vnodes => "md5-vnodes",
+            #[cfg(feature = "engines")]
+            Against::Engine(_) => unreachable!("written above"),
         })
     }
 }
@@ -65,6 +80,10 @@ pub enum CompareError {
     /// Every primary peer is `down`: the other side would have no servers.
     #[error("every primary peer is down: nothing to compare")]
     NoServers,
+    /// The engine cannot be set up over these servers.
+    #[cfg(feature = "engines")]
+    #[error(transparent)]
+    Engine(#[from] EngineError),
 }
 
 /// How a comparison was counted.
@@ -154,6 +173,36 @@ impl Comparison {
             acc.add(o.a, o.b, o.len);
         }
         Ok(acc.finish(Against::PingoraKetama, Method::Exact, Unit::HashSpace(map.basis()), HASH_SPACE, None))
+    }
+
+    /// Another proxy's model: exactly over the 2³² CRC-32 values when its pick is a function of the key's
+    /// CRC-32 on intervals (ingress-nginx, APISIX, HAProxy with `crc32` and no `avalanche`), else on `keys`
+    /// random keys from `seed` with a 95% interval ([`Comparison::interval`]). The engine gets the primary
+    /// peers that are not `down`, by their addresses, with their weights.
+    ///
+    /// # Errors
+    ///
+    /// [`CompareError`]: a peer without a socket address, no peer that is not `down`, or settings the
+    /// engine refuses.
+    #[cfg(feature = "engines")]
+    pub fn against_engine(
+        up: &Upstream,
+        map: &PickMap,
+        engine: Engine,
+        keys: u64,
+        seed: u64,
+    ) -> Result<Comparison, CompareError> {
+        let (model, owner) = engine_model(up, map, engine)?;
+        let against = Against::Engine(engine);
+        if let Some(segments) = model.crc32_segments() {
+            let other = PickMap::from_segments(map, segments.into_iter().map(|(s, b)| (s, owner[b])).collect());
+            let mut acc = Tally::new(map);
+            for o in map.merge(&other) {
+                acc.add(o.a, o.b, o.len);
+            }
+            return Ok(acc.finish(against, Method::Exact, Unit::HashSpace(map.basis()), HASH_SPACE, None));
+        }
+        Comparison::sampled(up, map, against, keys, seed)
     }
 
     /// `against` on `keys` random keys from `seed` ([`sample_keys`]); for pingora-ketama use
@@ -267,8 +316,33 @@ pub fn sample_keys(seed: u64, count: u64) -> impl Iterator<Item = Vec<u8>> {
     })
 }
 
+/// An engine's model over the upstream's primary peers that are not `down`, and the nginx map's server
+/// index of each of its backends.
+#[cfg(feature = "engines")]
+fn engine_model(up: &Upstream, map: &PickMap, engine: Engine) -> Result<(Model, Vec<usize>), CompareError> {
+    let mut backends = Vec::new();
+    let mut owner = Vec::new();
+    for p in up.primary().iter().filter(|p| !p.is_down()) {
+        let addr: SocketAddr = p
+            .name()
+            .parse()
+            .map_err(|_| CompareError::NotASocketAddress { server: p.server().clone(), name: p.name().to_string() })?;
+        backends.push(Backend::new(addr, p.weight()));
+        owner.push(map.servers().iter().position(|s| s == p.server()).expect("a primary server"));
+    }
+    if backends.is_empty() {
+        return Err(CompareError::NoServers);
+    }
+    Ok((engine.model(&backends)?, owner))
+}
+
 /// The other side, per key.
 enum Other {
+    #[cfg(feature = "engines")]
+    Engine {
+        model: Model,
+        owner: Vec<usize>,
+    },
     Pingora(PickMap),
     #[cfg(feature = "md5")]
     Md5 {
@@ -290,6 +364,11 @@ impl Other {
     fn new(up: &Upstream, map: &PickMap, against: Against) -> Result<Other, CompareError> {
         match against {
             Against::PingoraKetama => Ok(Other::Pingora(PingoraRing::of(up)?.pick_map(up, map))),
+            #[cfg(feature = "engines")]
+            Against::Engine(engine) => {
+                let (model, owner) = engine_model(up, map, engine)?;
+                Ok(Other::Engine { model, owner })
+            }
             #[cfg(feature = "md5")]
             Against::Libketama | Against::Md5Vnodes => Other::md5(up, map, against),
         }
@@ -322,6 +401,8 @@ impl Other {
 
     fn pick_key(&self, key: &[u8]) -> Pick {
         match self {
+            #[cfg(feature = "engines")]
+            Other::Engine { model, owner } => model.pick(key).map_or(Pick::RoundRobin, |b| Pick::Server(owner[b])),
             Other::Pingora(map) => map.pick_key(key),
             #[cfg(feature = "md5")]
             Other::Md5 { ring, by_server, .. } => {

@@ -1,0 +1,316 @@
+//! How other proxies spread keys with consistent hashing (feature `engines`): what a team leaving nginx
+//! keeps of its cache affinity (docs/engines.md).
+//!
+//! Each engine is its own module, every rule cited to the engine's source by file, function and release:
+//!
+//! * [`haproxy`]: `hash-type consistent` and `map-based`, every hash function, `avalanche`, `hash-key`,
+//!   weights, ids, backups; releases 2.2.9, 2.6.12, 3.0.11 (another default ring) and 3.2.26.
+//! * [`caddy`]: the hashing `lb_policy`s, rendezvous over FNV-1a 32 (2.6.2) or xxHash64 (2.8 on).
+//! * [`resty_chash`]: the `resty.chash` ring, under [`ingress_nginx`] (`upstream-hash-by`, and its
+//!   subsets) and [`apisix`] (`chash`).
+//!
+//! [`Engine`] names an engine with its settings (`haproxy@3.0.11:crc32`), [`Engine::model`] builds its
+//! [`Model`] over a list of [`Backend`]s, and [`Model::pick`] answers a key. The agreement with nginx is
+//! `analysis::compare::Comparison::against_engine`: exact over 2³² CRC-32 values where the engine's pick
+//! is a function of the key's CRC-32 on intervals ([`Model::crc32_segments`]), sampled otherwise.
+//!
+//! HAProxy and Caddy are proven against the real engines (`tests/engines_live.rs`); ingress-nginx and
+//! APISIX are modelled from source and not proven live.
+
+pub mod apisix;
+pub mod caddy;
+pub mod haproxy;
+pub mod ingress_nginx;
+pub mod resty_chash;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+/// Why an engine cannot be set up as asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// An engine the project does not model.
+    #[error("unknown engine \"{0}\" (expected haproxy, caddy, ingress-nginx or apisix)")]
+    Unknown(String),
+    /// An option value the engine does not have.
+    #[error("{engine}: invalid {option} \"{value}\" (expected {expected})")]
+    Option {
+        /// The engine.
+        engine: &'static str,
+        /// The option.
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// What the engine takes.
+        expected: &'static str,
+    },
+    /// An option the release lacks.
+    #[error("{engine} {release} has no {what}")]
+    Unsupported {
+        /// The engine.
+        engine: &'static str,
+        /// The release.
+        release: String,
+        /// What it lacks.
+        what: &'static str,
+    },
+    /// A weight the engine refuses.
+    #[error("{engine}: weight {weight} of server {server} is above {max}")]
+    Weight {
+        /// The engine.
+        engine: &'static str,
+        /// The server's address.
+        server: String,
+        /// The weight.
+        weight: u32,
+        /// The largest weight the engine takes.
+        max: u32,
+    },
+    /// A server id that is 0 or used twice.
+    #[error("{engine}: server {server} has id {id}, 0 or already used")]
+    Id {
+        /// The engine.
+        engine: &'static str,
+        /// The server's address.
+        server: String,
+        /// The id.
+        id: u32,
+    },
+}
+
+/// An engine and its settings.
+///
+/// Written `ENGINE[@RELEASE][:OPTION,…]`: `haproxy@2.6.12:crc32`, `haproxy@3.0:hash-key=addr,avalanche`,
+/// `haproxy:map-based`, `caddy@2.6.2`, `ingress-nginx`, `apisix`. HAProxy's options: a hash function
+/// (`sdbm`, `djb2`, `wt6`, `crc32`, `none`), `avalanche`, `map-based`, `hash-key=id|addr|addr-port`,
+/// `allbackups`; the default release is the newest modelled.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::engines::{Backend, Engine};
+///
+/// let engine: Engine = "haproxy@2.6.12:crc32".parse()?;
+/// assert_eq!(engine.to_string(), "haproxy@2.6.12:crc32");
+/// let backends: Vec<Backend> = (1..=3).map(|i| Backend::new(format!("10.0.0.{i}:80").parse().unwrap(), 1)).collect();
+/// let model = engine.model(&backends)?;
+/// assert!(model.pick(b"/video/42").is_some());
+/// assert!(model.crc32_segments().is_some()); // crc32 without avalanche: exact
+/// # Ok::<(), nginx_ketama::engines::EngineError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Engine {
+    /// HAProxy (`haproxy`).
+    HaProxy(haproxy::Options),
+    /// Caddy (`caddy`).
+    Caddy(caddy::Release),
+    /// ingress-nginx's `upstream-hash-by` (`ingress-nginx`).
+    IngressNginx,
+    /// APISIX's `chash` (`apisix`).
+    Apisix,
+}
+
+impl Engine {
+    /// The engine's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Engine::HaProxy(_) => "haproxy",
+            Engine::Caddy(_) => "caddy",
+            Engine::IngressNginx => "ingress-nginx",
+            Engine::Apisix => "apisix",
+        }
+    }
+
+    /// Whether the project proves this engine's model against the real engine (`tests/engines_live.rs`).
+    pub fn proven_live(&self) -> bool {
+        matches!(self, Engine::HaProxy(_) | Engine::Caddy(_))
+    }
+
+    /// What the model is read from, for output: "modelled from … source".
+    pub fn source(&self) -> &'static str {
+        match self {
+            Engine::HaProxy(_) => "haproxy/haproxy src/lb_chash.c, src/lb_map.c, src/backend.c",
+            Engine::Caddy(_) => "caddyserver/caddy modules/caddyhttp/reverseproxy/selectionpolicies.go",
+            Engine::IngressNginx => {
+                "kubernetes/ingress-nginx controller-v1.15.1 balancer/chash.lua on lua-resty-balancer chash"
+            }
+            Engine::Apisix => "apache/apisix 3.18.0 apisix/balancer/chash.lua on lua-resty-balancer chash",
+        }
+    }
+
+    /// The engine's model over `backends` (in configuration order).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`]: settings the release lacks, a weight the engine refuses.
+    pub fn model(&self, backends: &[Backend]) -> Result<Model, EngineError> {
+        Ok(match self {
+            Engine::HaProxy(options) => {
+                let servers: Vec<haproxy::Server> = backends
+                    .iter()
+                    .map(|b| haproxy::Server { weight: b.weight, ..haproxy::Server::new(b.addr) })
+                    .collect();
+                Model::HaProxy(haproxy::Backend::new(*options, &servers)?)
+            }
+            Engine::Caddy(release) => {
+                Model::Caddy(caddy::Pool::new(*release, backends.iter().map(|b| b.addr.to_string())))
+            }
+            Engine::IngressNginx => {
+                Model::Ring(ingress_nginx::ring(&backends.iter().map(|b| b.addr).collect::<Vec<_>>()))
+            }
+            Engine::Apisix => {
+                let names: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+                let nodes: Vec<(&str, u32)> =
+                    names.iter().map(String::as_str).zip(backends.iter().map(|b| b.weight)).collect();
+                Model::Ring(apisix::ring(&nodes))
+            }
+        })
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Engine::HaProxy(o) => {
+                write!(f, "haproxy@{}", o.release)?;
+                let mut opts: Vec<String> = Vec::new();
+                if o.function != haproxy::Function::Sdbm {
+                    opts.push(o.function.to_string());
+                }
+                if o.avalanche {
+                    opts.push("avalanche".into());
+                }
+                if o.method == haproxy::Method::MapBased {
+                    opts.push("map-based".into());
+                }
+                if o.hash_key != haproxy::HashKey::Id {
+                    opts.push(format!("hash-key={}", o.hash_key));
+                }
+                if o.all_backups {
+                    opts.push("allbackups".into());
+                }
+                if !opts.is_empty() {
+                    write!(f, ":{}", opts.join(","))?;
+                }
+                Ok(())
+            }
+            Engine::Caddy(r) => write!(f, "caddy@{r}"),
+            Engine::IngressNginx | Engine::Apisix => f.write_str(self.name()),
+        }
+    }
+}
+
+impl FromStr for Engine {
+    type Err = EngineError;
+
+    fn from_str(s: &str) -> Result<Engine, EngineError> {
+        let (head, opts) = s.split_once(':').map_or((s, None), |(h, o)| (h, Some(o)));
+        let (name, release) = head.split_once('@').map_or((head, None), |(n, r)| (n, Some(r)));
+        let opts: Vec<&str> = opts.map(|o| o.split(',').filter(|x| !x.is_empty()).collect()).unwrap_or_default();
+        let no_options = |engine: &'static str| -> Result<(), EngineError> {
+            match opts.first() {
+                Some(o) => {
+                    Err(EngineError::Option { engine, option: "option", value: o.to_string(), expected: "none" })
+                }
+                None => Ok(()),
+            }
+        };
+        let no_release = |engine: &'static str| -> Result<(), EngineError> {
+            match release {
+                Some(r) => Err(EngineError::Option {
+                    engine,
+                    option: "release",
+                    value: r.to_string(),
+                    expected: "none: one release is modelled",
+                }),
+                None => Ok(()),
+            }
+        };
+        match name {
+            "haproxy" => {
+                let release = release.map_or(Ok(haproxy::Release::V3_2), str::parse)?;
+                let mut o = haproxy::Options::consistent(release);
+                for opt in opts {
+                    match opt {
+                        "avalanche" => o.avalanche = true,
+                        "map-based" => o.method = haproxy::Method::MapBased,
+                        "consistent" => o.method = haproxy::Method::Consistent,
+                        "allbackups" => o.all_backups = true,
+                        _ => match opt.strip_prefix("hash-key=") {
+                            Some(k) => o.hash_key = k.parse()?,
+                            None => o.function = opt.parse()?,
+                        },
+                    }
+                }
+                // Refuse what the release lacks now, not at the first model.
+                haproxy::Backend::new(o, &[])?;
+                Ok(Engine::HaProxy(o))
+            }
+            "caddy" => {
+                no_options("caddy")?;
+                Ok(Engine::Caddy(release.map_or(Ok(caddy::Release::V2_11), str::parse)?))
+            }
+            "ingress-nginx" => {
+                no_release("ingress-nginx")?;
+                no_options("ingress-nginx")?;
+                Ok(Engine::IngressNginx)
+            }
+            "apisix" => {
+                no_release("apisix")?;
+                no_options("apisix")?;
+                Ok(Engine::Apisix)
+            }
+            _ => Err(EngineError::Unknown(name.to_string())),
+        }
+    }
+}
+
+/// One backend as the engine is configured with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backend {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Its weight (engines without weights ignore it).
+    pub weight: u32,
+}
+
+impl Backend {
+    /// A backend.
+    pub fn new(addr: SocketAddr, weight: u32) -> Backend {
+        Backend { addr, weight }
+    }
+}
+
+/// An engine's first pick over its backends.
+#[derive(Debug, Clone)]
+pub enum Model {
+    /// A HAProxy backend.
+    HaProxy(haproxy::Backend),
+    /// A Caddy pool.
+    Caddy(caddy::Pool),
+    /// A `resty.chash` ring (ingress-nginx, APISIX).
+    Ring(resty_chash::Ring),
+}
+
+impl Model {
+    /// The backend (index in the list) `key` goes to; `None` when the engine would not hash it to one.
+    pub fn pick(&self, key: &[u8]) -> Option<usize> {
+        match self {
+            Model::HaProxy(b) => b.pick(key),
+            Model::Caddy(p) => p.pick(key),
+            Model::Ring(r) => (!r.is_empty()).then(|| r.pick(key)),
+        }
+    }
+
+    /// When the pick is a function of `crc32(key)` on intervals: `(first value, backend)` segments over
+    /// all 2³² values, ascending from 0.
+    pub fn crc32_segments(&self) -> Option<Vec<(u32, usize)>> {
+        match self {
+            Model::HaProxy(b) => b.crc32_segments(),
+            Model::Caddy(_) => None,
+            Model::Ring(r) => (!r.is_empty()).then(|| r.crc32_segments()),
+        }
+    }
+}
