@@ -11,7 +11,7 @@ use nginx_ketama::NginxVersion;
 use nginx_ketama::config::expression::Expression;
 use nginx_ketama::key::{self, Context};
 use nginx_ketama::request::{Request, Scheme};
-use nginx_ketama_harness::install::Installation;
+use nginx_ketama_harness::nginx::install::Installation;
 use nginx_ketama_harness::testkit::{report, skip};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
