@@ -49,6 +49,7 @@ pub fn run() -> Result<Vec<Stale>> {
 static STARTED_CONTAINERS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Notes that this process is starting a container labelled with [`OWNER_LABEL`].
+#[cfg(feature = "docker")]
 pub(crate) fn starting_container() {
     STARTED_CONTAINERS.store(true, std::sync::atomic::Ordering::SeqCst);
 }

@@ -136,6 +136,12 @@ fn docker(args: &[&str]) -> Option<std::process::Output> {
     std::process::Command::new("docker").args(args).stdin(std::process::Stdio::null()).output().ok()
 }
 
+/// Whether this harness can run images as containers: built with its `docker` feature (the CLI's `live`
+/// feature turns it on) and a Docker engine answers.
+pub fn can_run_containers() -> bool {
+    cfg!(feature = "docker") && available()
+}
+
 /// Whether a Docker engine answers.
 pub fn available() -> bool {
     docker(&["version", "--format", "{{.Server.Version}}"]).is_some_and(|o| o.status.success())
