@@ -43,6 +43,7 @@
 mod block;
 mod directives;
 mod error;
+pub mod expression;
 mod includes;
 mod tokens;
 mod values;

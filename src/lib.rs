@@ -61,10 +61,12 @@ pub mod analysis;
 pub mod config;
 #[cfg(feature = "engines")]
 pub mod engines;
+pub mod key;
 #[cfg(feature = "md5")]
 pub mod md5_variants;
 mod peer;
 pub mod plain;
+pub mod request;
 pub mod resolve;
 pub mod ring;
 pub mod server;

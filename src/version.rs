@@ -166,6 +166,113 @@ impl Rules {
     }
 }
 
+/// How a release builds keys from requests: the rules of request parsing and variable evaluation that
+/// changed between the releases this crate models (docs/nginx-algorithm.md §12). Obtain them with
+/// [`NginxVersion::key_rules`]; every change is one row of [`KEY_RULES`].
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::NginxVersion;
+///
+/// assert!(!NginxVersion::new(1, 22, 1).key_rules().headers_joined);
+/// assert!(NginxVersion::new(1, 26, 3).key_rules().headers_joined);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyRules {
+    /// A space or a control character in the request target is a 400 (before: a space became part of the
+    /// URI and only NUL was refused); control characters and spaces in `Host` are refused too.
+    pub strict_request_line: bool,
+    /// An absolute target with an empty path and a query (`http://h?a`) is accepted (its path is `/`).
+    pub empty_path_query: bool,
+    /// Repeated request headers are all kept: `$http_NAME` (and `$content_type`, `$http_user_agent`, …)
+    /// joins them with `", "`, `$http_cookie` with `"; "` (before: the first header only, except
+    /// `$http_x_forwarded_for` and `$http_cookie`, which were joined).
+    pub headers_joined: bool,
+    /// `Host` is checked against RFC 3986's host grammar (before: anything but `/`, NUL and, since 1.21.1,
+    /// spaces and control characters).
+    pub strict_host: bool,
+    /// `$cookie_NAME` splits the `Cookie` header at `;` only (before: at `;` and `,`).
+    pub cookie_semicolon_only: bool,
+}
+
+impl KeyRules {
+    const BASE: KeyRules = KeyRules {
+        strict_request_line: false,
+        empty_path_query: false,
+        headers_joined: false,
+        strict_host: false,
+        cookie_semicolon_only: false,
+    };
+}
+
+/// What one release changed in the [`KeyRules`].
+pub type KeyRuleChange = fn(&mut KeyRules);
+
+/// One row of [`KEY_RULES`]: the release, what changed, where in nginx, and the change.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyRuleRow {
+    /// The first release with the change.
+    pub since: NginxVersion,
+    /// The [`KeyRules`] field it sets.
+    pub rule: &'static str,
+    /// nginx's source file and function where the change is.
+    pub cited: &'static str,
+    /// The change.
+    pub change: KeyRuleChange,
+}
+
+/// Every change of [`KeyRules`], oldest first, each read in nginx's source at the release named
+/// (docs/nginx-algorithm.md §12.6). The one place these facts live.
+pub const KEY_RULES: &[KeyRuleRow] = &[
+    KeyRuleRow {
+        since: NginxVersion::new(1, 19, 6),
+        rule: "empty_path_query",
+        cited: "src/http/ngx_http_parse.c ngx_http_parse_request_line (empty_path_in_uri)",
+        change: |r| r.empty_path_query = true,
+    },
+    KeyRuleRow {
+        since: NginxVersion::new(1, 21, 1),
+        rule: "strict_request_line",
+        cited: "src/http/ngx_http_parse.c ngx_http_parse_request_line; src/http/ngx_http_request.c \
+                ngx_http_validate_host",
+        change: |r| r.strict_request_line = true,
+    },
+    KeyRuleRow {
+        since: NginxVersion::new(1, 23, 0),
+        rule: "headers_joined",
+        cited: "src/http/ngx_http_variables.c ngx_http_variable_headers_internal, \
+                ngx_http_variable_unknown_header; src/http/ngx_http_request.c ngx_http_process_header_line",
+        change: |r| r.headers_joined = true,
+    },
+    KeyRuleRow {
+        since: NginxVersion::new(1, 29, 4),
+        rule: "strict_host",
+        cited: "src/http/ngx_http_request.c ngx_http_validate_host",
+        change: |r| r.strict_host = true,
+    },
+    KeyRuleRow {
+        since: NginxVersion::new(1, 29, 6),
+        rule: "cookie_semicolon_only",
+        cited: "src/http/ngx_http_parse.c ngx_http_parse_cookie_lines",
+        change: |r| r.cookie_semicolon_only = true,
+    },
+];
+
+impl NginxVersion {
+    /// How this release builds keys from requests, from [`KEY_RULES`].
+    pub fn key_rules(self) -> KeyRules {
+        let mut r = KeyRules::BASE;
+        for row in KEY_RULES {
+            if self >= row.since {
+                (row.change)(&mut r);
+            }
+        }
+        r
+    }
+}
+
 /// The releases whose directive and variable sets were probed from the binaries (`scripts/probe-directives`,
 /// `scripts/probe-variables`); a release in between uses the newest probed one before it, an older one the
 /// oldest. To add a release: provision it, re-run both probes and table generators (one column per release,

@@ -8,7 +8,7 @@
 
 use nginx_ketama::NginxVersion;
 use nginx_ketama::config::{Config, LoadOptions};
-use nginx_ketama_harness::install::Installation;
+use nginx_ketama_harness::nginx::install::Installation;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -7,7 +7,7 @@ use nginx_ketama::analysis::explain::{Landing, explain};
 use nginx_ketama::worker::{Step, Verdict};
 use nginx_ketama::{Method, Status, Upstream, Worker};
 use nginx_ketama_harness::golden::{Record, Run, load_records, records_dir, upstream_of_peers};
-use nginx_ketama_harness::parity::RUN_CLOCK;
+use nginx_ketama_harness::run::parity::RUN_CLOCK;
 use std::collections::BTreeSet;
 
 /// The attempts a trace records, in order.

@@ -10,11 +10,12 @@ use nginx_ketama::NginxVersion;
 use nginx_ketama::Server;
 use nginx_ketama::ring::reference;
 use nginx_ketama_harness::catalog::catalog;
+use nginx_ketama_harness::catalog::flag::Flag;
 use nginx_ketama_harness::golden::{
-    Flag, LibraryReplayer, Observation, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay,
-    skeleton, snapshot_name,
+    LibraryReplayer, Record, Replayer, Run, load_records, records_dir, render_snapshot, replay, skeleton, snapshot_name,
 };
-use nginx_ketama_harness::parity::Model;
+use nginx_ketama_harness::run::observation::Observation;
+use nginx_ketama_harness::run::parity::Model;
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -6,14 +6,15 @@
 //! Without provisioned nginx this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
 
 use nginx_ketama::NginxVersion;
-use nginx_ketama_harness::backend::{Backend, docker_available};
 use nginx_ketama_harness::catalog::catalog;
-use nginx_ketama_harness::cleanup::OWNER_LABEL;
 use nginx_ketama_harness::golden::{
     Layout, Record, RecordArgs, RecordBuilds, RecordStatus, load_records, lock_catalog, merge, record_case,
     record_json, record_vectors, records_dir, render_snapshot, snapshot_name, utc_today, vectors_dir, version_groups,
 };
-use nginx_ketama_harness::install::Installation;
+use nginx_ketama_harness::nginx::build::Build;
+use nginx_ketama_harness::nginx::cleanup::OWNER_LABEL;
+use nginx_ketama_harness::nginx::docker;
+use nginx_ketama_harness::nginx::install::Installation;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -49,7 +50,7 @@ fn live_nginx_still_produces_the_snapshots() {
         "NGINX_PARITY=require but these recorded builds are not provisioned: {missing:?}"
     );
     // Record everything first (nginx processes end with each case), then compare.
-    let builds: Vec<Backend> = installs.iter().cloned().map(Backend::Local).collect();
+    let builds: Vec<Build> = installs.iter().cloned().map(Build::Local).collect();
     let records: Vec<_> = cases
         .iter()
         .map(|case| {
@@ -170,7 +171,7 @@ const CONTAINER_CASES: [&str; 3] = ["spellings", "unix-prefix-case", "hostname-t
 #[test]
 fn recording_in_containers_of_an_image_matches_its_binary() {
     let image = "nginx-ketama/nginx:1.26.3";
-    if !docker_available() {
+    if !docker::available() {
         skip("golden_live: recording with --image needs a Docker engine");
         return;
     }

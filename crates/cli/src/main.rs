@@ -8,6 +8,8 @@
 //! `replay-vectors`, `shim`, and the hidden `record-vectors` and `cleanup`) come with the `live` feature, on
 //! by default.
 
+#![deny(clippy::mod_module_files)]
+
 // First, so that its `print!` and `println!` take the place of std's in every module after it.
 #[macro_use]
 mod stdout;

@@ -36,6 +36,18 @@ macro_rules! println {
     };
 }
 
+// `eprintln!` for the whole crate, in the place of std's (which panic when stderr cannot be
+// written: `2>/dev/full`). stderr carries diagnostics, not the answer: when it fails there is nowhere left to
+// say so, and the command ends with the exit code it would have had.
+macro_rules! eprintln {
+    () => {
+        $crate::stdout::diagnose(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::stdout::diagnose(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 use std::fmt;
 use std::io::{self, ErrorKind, Write};
 use std::process::ExitCode;
@@ -104,6 +116,12 @@ pub(crate) fn print(args: fmt::Arguments<'_>) {
     if let Err(e) = io::stdout().lock().write_fmt(args) {
         std::panic::resume_unwind(Box::new(Failed(e)));
     }
+}
+
+/// `eprintln!` of this crate: writes `args` to stderr; a failed write is ignored (see the
+/// macros).
+pub(crate) fn diagnose(args: fmt::Arguments<'_>) {
+    let _ = io::stderr().lock().write_fmt(args);
 }
 
 /// Flushes stdout at the end of a command (what `print!` left in the buffer).

@@ -13,22 +13,22 @@ use anyhow::{Result, ensure};
 use nginx_ketama::analysis::compare::sample_keys;
 use nginx_ketama::analysis::{Diff, HASH_SPACE, Pick, PickMap, Share};
 use nginx_ketama::{Method, Server};
-use nginx_ketama_harness::backend::Backend;
 use nginx_ketama_harness::catalog;
-use nginx_ketama_harness::install::Installation;
-use nginx_ketama_harness::parity;
+use nginx_ketama_harness::nginx::build::Build;
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::run::parity;
+use nginx_ketama_harness::site::topology::{ServerLine, Topology};
 use nginx_ketama_harness::testkit::{report, skip, wilson_z};
-use nginx_ketama_harness::topology::{ServerLine, Topology};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
 const KEYS: u64 = 200_000;
 const Z: f64 = 4.5;
 
-fn latest_local() -> Option<Backend> {
+fn latest_local() -> Option<Build> {
     let found = Installation::discover(&Installation::default_root());
     match found.last() {
-        Some(install) => Some(Backend::Local(install.clone())),
+        Some(install) => Some(Build::Local(install.clone())),
         None => {
             skip("no provisioned nginx — run scripts/provision-nginx");
             None
@@ -50,7 +50,7 @@ fn lines(n: usize, dead: &[usize]) -> Vec<ServerLine> {
 }
 
 /// nginx's answer for each key: the server string that answered, or `None` (502).
-fn answers(backend: &Backend, topology: &Topology, keys: &[Vec<u8>]) -> Result<Vec<Option<Server>>> {
+fn answers(backend: &Build, topology: &Topology, keys: &[Vec<u8>]) -> Result<Vec<Option<Server>>> {
     let session = parity::start(backend, topology.clone())?;
     let by_address: HashMap<&str, &str> = topology
         .lines

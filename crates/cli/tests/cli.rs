@@ -319,3 +319,17 @@ fn version_names_the_crate_and_the_modelled_releases() {
     assert!(!accepted(before.clone()), "{before} is not modelled");
     assert!(!accepted(format!("{}.{}.0", l[0], l[1] + 1)), "{}.{} is not modelled", l[0], l[1] + 1);
 }
+
+/// A stderr that cannot be written (`2>/dev/full`) does not turn an error into a panic (std's `eprintln!`
+/// panics, exit 101): the command ends with the exit code its error has.
+#[test]
+fn an_unwritable_stderr_keeps_the_exit_code() {
+    let full = std::fs::File::options().write(true).open("/dev/full").unwrap();
+    let status = Command::new(CLI)
+        .args(["route", "--config", "/nonexistent/nginx.conf"])
+        .stdin(std::process::Stdio::null())
+        .stderr(full)
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(2), "a usage error's exit code, not a panic's 101");
+}

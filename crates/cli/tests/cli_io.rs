@@ -378,7 +378,7 @@ fn sleepers(marker: &str) -> Vec<i32> {
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes()))
-        .filter(|&pid| nginx_ketama_harness::owner::stat(pid).is_some_and(|s| s.running()))
+        .filter(|&pid| nginx_ketama_harness::nginx::owner::stat(pid).is_some_and(|s| s.running()))
         .collect()
 }
 
@@ -561,8 +561,8 @@ fn a_shim_that_ignores_the_end_of_its_input_does_not_outlive_the_run() {
 }
 
 /// The newest provisioned glibc build, or a skip (a failure under `NGINX_PARITY=require`).
-fn provisioned_glibc() -> Option<nginx_ketama_harness::install::Installation> {
-    use nginx_ketama_harness::install::Installation;
+fn provisioned_glibc() -> Option<nginx_ketama_harness::nginx::install::Installation> {
+    use nginx_ketama_harness::nginx::install::Installation;
     let found = Installation::discover(&Installation::default_root())
         .into_iter()
         .rfind(|i| i.libc == nginx_ketama::Libc::Glibc && i.version.modelled().is_ok());
@@ -634,11 +634,11 @@ fn a_shim_mismatch_names_the_shims_answer() {
 
 /// Every process descended from `pid`, with its start time.
 fn descendants(pid: i32) -> Vec<(i32, u64)> {
-    let all: Vec<(i32, nginx_ketama_harness::owner::Stat)> = std::fs::read_dir("/proc")
+    let all: Vec<(i32, nginx_ketama_harness::nginx::owner::Stat)> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|p| Some((p, nginx_ketama_harness::owner::stat(p)?)))
+        .filter_map(|p| Some((p, nginx_ketama_harness::nginx::owner::stat(p)?)))
         .collect();
     let mut found = vec![pid];
     let mut i = 0;
@@ -651,7 +651,7 @@ fn descendants(pid: i32) -> Vec<(i32, u64)> {
 }
 
 fn running(pid: i32, start: u64) -> bool {
-    nginx_ketama_harness::owner::stat(pid).is_some_and(|s| s.start == start && s.running())
+    nginx_ketama_harness::nginx::owner::stat(pid).is_some_and(|s| s.start == start && s.running())
 }
 
 fn is_worker(pid: i32) -> bool {
@@ -688,7 +688,7 @@ fn a_busy_verify(m: &str, tmp: &std::path::Path) -> (std::process::Child, Vec<(i
     }
     let mut all = descendants(pid);
     for p in sleepers(m) {
-        if let Some(s) = nginx_ketama_harness::owner::stat(p) {
+        if let Some(s) = nginx_ketama_harness::nginx::owner::stat(p) {
             all.push((p, s.start));
         }
     }
@@ -701,7 +701,7 @@ fn scratch_of(pid: i32) -> Vec<std::path::PathBuf> {
         let rest = name.strip_prefix("nk-").map(|r| r.strip_prefix("oc-").unwrap_or(r));
         rest.and_then(|r| r.split_once('-')).is_some_and(|(p, _)| p == pid.to_string())
     };
-    nginx_ketama_harness::scratch::PLACES
+    nginx_ketama_harness::nginx::scratch::PLACES
         .iter()
         .filter_map(|d| std::fs::read_dir(d).ok())
         .flatten()
@@ -719,7 +719,7 @@ fn verify_stopped_by_a_signal_leaves_nothing_behind() {
     if provisioned_glibc().is_none() {
         return;
     }
-    if !nginx_ketama_harness::netns::available() {
+    if !nginx_ketama_harness::nginx::netns::available() {
         nginx_ketama_harness::testkit::skip("not root: a shim's process in a session of its own survives");
         return;
     }
@@ -750,7 +750,7 @@ fn verify_killed_leaves_nothing_running() {
     if provisioned_glibc().is_none() {
         return;
     }
-    if !nginx_ketama_harness::netns::available() {
+    if !nginx_ketama_harness::nginx::netns::available() {
         nginx_ketama_harness::testkit::skip("not root: without PID namespaces a SIGKILLed run can leave a worker");
         return;
     }
@@ -781,7 +781,7 @@ fn a_namespace_setup_error_leaves_no_scratch_directory() {
     if provisioned_glibc().is_none() {
         return;
     }
-    if !nginx_ketama_harness::netns::available() {
+    if !nginx_ketama_harness::nginx::netns::available() {
         nginx_ketama_harness::testkit::skip("not root: verify --config makes no namespace");
         return;
     }

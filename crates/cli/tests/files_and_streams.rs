@@ -6,7 +6,7 @@
 //! that replaced its target could never replace the machine's /dev/full.
 
 use nginx_ketama::Libc;
-use nginx_ketama_harness::install::Installation;
+use nginx_ketama_harness::nginx::install::Installation;
 use nginx_ketama_harness::testkit::{TempFile, skip};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};

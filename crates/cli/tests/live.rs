@@ -8,13 +8,14 @@
 use anyhow::Result;
 use nginx_ketama::md5_variants::Md5VnodeRing;
 use nginx_ketama::{Method, NginxVersion, Server};
-use nginx_ketama_harness::backend::{Backend, docker_available, docker_backend};
 use nginx_ketama_harness::catalog;
-use nginx_ketama_harness::golden::Observation;
-use nginx_ketama_harness::install::Installation;
-use nginx_ketama_harness::parity::{self, KeyKind, LibraryModel, Model, PlanOptions, compare};
-use nginx_ketama_harness::sweep::{SweepOptions, VersionReport, sweep_backend};
-use nginx_ketama_harness::topology::{Capabilities, ServerLine, Spelling, Topology, TopologyOptions};
+use nginx_ketama_harness::nginx::build::Build;
+use nginx_ketama_harness::nginx::docker;
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::proofs::sweep::{SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama_harness::run::observation::Observation;
+use nginx_ketama_harness::run::parity::{self, KeyKind, LibraryModel, Model, PlanOptions, compare};
+use nginx_ketama_harness::site::topology::{Capabilities, ServerLine, Spelling, Topology, TopologyOptions};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,7 +36,7 @@ fn installs() -> Option<Vec<Installation>> {
 }
 
 fn print_reports(title: &str, reports: &[VersionReport]) {
-    let mut text = format!("{title}\n{}", nginx_ketama_harness::sweep::VersionReport::table(reports));
+    let mut text = format!("{title}\n{}", nginx_ketama_harness::proofs::sweep::VersionReport::table(reports));
     for r in reports {
         text.push_str(&format!(
             "  nginx {} ({}): {} spellings {:?}\n",
@@ -91,7 +92,7 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
     };
     let mut reports = Vec::new();
     for install in &installs {
-        reports.push(sweep_backend(&Backend::Local(install.clone()), &options, &mut |_| {}));
+        reports.push(sweep_backend(&Build::Local(install.clone()), &options, &mut |_| {}));
     }
     print_reports("random topologies, local nginx", &reports);
     assert_clean(&reports);
@@ -116,12 +117,12 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
 /// The same harness through testcontainers, on the locally built image (or `$NGINX_KETAMA_IMAGE`).
 #[test]
 fn testcontainers_backend_matches_nginx() -> Result<()> {
-    if !docker_available() {
+    if !docker::available() {
         skip("no Docker engine answers");
         return Ok(());
     }
     let version = NginxVersion::LATEST;
-    let backend = match docker_backend(version, nginx_ketama::Libc::Glibc) {
+    let backend = match docker::image_for(version, nginx_ketama::Libc::Glibc).map(Build::Docker) {
         Ok(b) => b,
         Err(e) => {
             skip(&e.to_string());
@@ -139,16 +140,16 @@ fn testcontainers_backend_matches_nginx() -> Result<()> {
             "ps",
             "-aq",
             "--filter",
-            &format!("label={}={}", nginx_ketama_harness::cleanup::OWNER_LABEL, std::process::id()),
+            &format!("label={}={}", nginx_ketama_harness::nginx::cleanup::OWNER_LABEL, std::process::id()),
         ])
         .output()?;
     assert!(leftovers.stdout.is_empty(), "containers left behind: {}", String::from_utf8_lossy(&leftovers.stdout));
     Ok(())
 }
 
-fn latest_local() -> Option<Backend> {
+fn latest_local() -> Option<Build> {
     let installs = installs()?;
-    Some(Backend::Local(installs.last().expect("non-empty").clone()))
+    Some(Build::Local(installs.last().expect("non-empty").clone()))
 }
 
 fn ip_lines(n: usize, first_octet: u8) -> Vec<ServerLine> {
@@ -222,7 +223,7 @@ fn harness_detects_deliberately_wrong_libraries() -> Result<()> {
     Ok(())
 }
 
-fn run_scenario(backend: &Backend, name: &str, topology: Topology, keys: Vec<Vec<u8>>) -> Result<usize> {
+fn run_scenario(backend: &Build, name: &str, topology: Topology, keys: Vec<Vec<u8>>) -> Result<usize> {
     let session = parity::start(backend, topology)?;
     let topology = session.topology();
     let upstream = topology.upstream(backend.version(), backend.libc())?;
@@ -262,7 +263,7 @@ fn stateful_scenarios_match_nginx() -> Result<()> {
     let Some(installs) = installs() else { return Ok(()) };
     report("stateful scenarios:");
     for install in installs {
-        let backend = Backend::Local(install);
+        let backend = Build::Local(install);
         let mut total = 0;
 
         // 25 down servers around two live ones, a backup declared before `hash`, one live server refusing.
@@ -326,7 +327,7 @@ fn route_command_agrees_with_nginx() -> Result<()> {
         skip("hostname namespaces need root");
         return Ok(());
     }
-    let unix_dir = nginx_ketama_harness::local::fresh_prefix()?;
+    let unix_dir = nginx_ketama_harness::nginx::local::fresh_prefix()?;
     // nginx has a network namespace of its own, so `[::1]` (port 80 too) is its alone.
     let caps =
         Capabilities { ipv6: true, port80: true, hostnames: true, unix_dir: Some(unix_dir.display().to_string()) };
@@ -339,17 +340,20 @@ fn route_command_agrees_with_nginx() -> Result<()> {
             break t;
         }
     };
-    let resolved =
-        nginx_ketama_harness::sweep::resolve_in_namespace(CLI.as_ref(), &topology.hosts_file(), &topology.hostnames())?;
+    let resolved = nginx_ketama_harness::proofs::sweep::resolve_in_namespace(
+        CLI.as_ref(),
+        &topology.hosts_file(),
+        &topology.hostnames(),
+    )?;
     let topology = topology.resolved(&resolved);
     let session = parity::start(&backend, topology.clone())?;
     let prefix = session.prefix().expect("a local nginx has a prefix");
     let conf = prefix.join("nginx.conf");
     let hosts = prefix.join("hosts");
-    let requests: Vec<Vec<u8>> = nginx_ketama_harness::topology::random_keys(3, 500);
+    let requests: Vec<Vec<u8>> = nginx_ketama_harness::site::topology::random_keys(3, 500);
     let responses = session.send(&requests, &mut |_| {})?;
 
-    let mut cmd = nginx_ketama_harness::netns::isolated_command(CLI, Some(&hosts))?;
+    let mut cmd = nginx_ketama_harness::nginx::netns::isolated_command(CLI, Some(&hosts))?;
     cmd.args(["route", "--config"]).arg(&conf).args(["--upstream", "parity"]);
     for l in topology.lines.iter().filter(|l| l.dead) {
         cmd.args(["--failed", &l.server]);
@@ -397,8 +401,8 @@ fn rand_seed() -> u64 {
 #[test]
 fn a_failing_start_shows_nginx_error_output() -> Result<()> {
     let Some(backend) = latest_local() else { return Ok(()) };
-    let site = nginx_ketama_harness::site::Site {
-        http: Some(nginx_ketama_harness::site::Part {
+    let site = nginx_ketama_harness::site::conf::Site {
+        http: Some(nginx_ketama_harness::site::conf::Part {
             upstream_block:
                 "upstream parity {\n    server 127.0.0.1:1 weight=0;\n    hash $http_x_key consistent;\n}\n".into(),
             listeners: vec![],
@@ -449,7 +453,7 @@ fn shims_are_proven_live() -> Result<()> {
     let Some(backend) = latest_local() else { return Ok(()) };
     let version = backend.version().to_string();
     let verify = |shim: &str| -> Result<std::process::Output> {
-        let dir = nginx_ketama_harness::local::fresh_prefix()?;
+        let dir = nginx_ketama_harness::nginx::local::fresh_prefix()?;
         let out = std::process::Command::new(CLI)
             .args(["verify", "--backend", "local", "--versions", &version, "--topologies", "2", "--keys", "300"])
             .args(["--stream-sessions", "50", "--shim", shim, "--mismatches"])
@@ -531,7 +535,7 @@ fn verify_proves_a_named_nginx_binary() -> Result<()> {
 /// stream check, which a container cannot host, is skipped with the reason.
 #[test]
 fn verify_proves_a_named_image() -> Result<()> {
-    if !docker_available() {
+    if !docker::available() {
         skip("no Docker engine answers");
         return Ok(());
     }

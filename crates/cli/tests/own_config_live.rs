@@ -3,9 +3,9 @@
 //! fallback without namespaces. Skips (loudly) without provisioned nginx or root, unless
 //! `NGINX_PARITY=require`.
 
-use nginx_ketama_harness::install::Installation;
-use nginx_ketama_harness::netns::{self, parse_ip_addresses};
-use nginx_ketama_harness::own_config::{self, ProveOptions, Prover};
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::nginx::netns::{self, parse_ip_addresses};
+use nginx_ketama_harness::proofs::own_config::{self, ProveOptions, Prover};
 use nginx_ketama_harness::testkit::{report, skip};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -281,8 +281,8 @@ fn a_large_config_is_summarised() {
 }
 
 /// `n` lines `127.0.3.i:2000i` (every third one dead) with `max_fails=1 fail_timeout=…`.
-fn short_window_topology(n: usize, fail_timeout: u64) -> nginx_ketama_harness::topology::Topology {
-    use nginx_ketama_harness::topology::{Endpoint, Listen, ServerLine, Spelling, Topology};
+fn short_window_topology(n: usize, fail_timeout: u64) -> nginx_ketama_harness::site::topology::Topology {
+    use nginx_ketama_harness::site::topology::{Endpoint, Listen, ServerLine, Spelling, Topology};
     let lines = (1..=n)
         .map(|i| {
             let a: std::net::SocketAddr = format!("127.0.3.{i}:{}", 20000 + i).parse().unwrap();
@@ -308,22 +308,23 @@ fn short_window_topology(n: usize, fail_timeout: u64) -> nginx_ketama_harness::t
 /// retries mismatches on the very same answers.
 #[test]
 fn failed_servers_come_back_when_their_fail_timeout_runs_out() {
-    use nginx_ketama_harness::clock::ClockedModel;
-    use nginx_ketama_harness::parity::{self, LibraryModel, PlanOptions};
+    use nginx_ketama_harness::run::clock::ClockedModel;
+    use nginx_ketama_harness::run::parity::{self, LibraryModel, PlanOptions};
     let Some(installs) = installs() else { return };
     let newest = installs.last().expect("a build");
     let mut summary = Vec::new();
     for (fail_timeout, pause_ms) in [(1, 2300), (0, 1200)] {
         let t = short_window_topology(9, fail_timeout);
         let up = t.upstream(newest.version, newest.libc).unwrap();
-        let prefix = nginx_ketama_harness::local::fresh_prefix().unwrap();
+        let prefix = nginx_ketama_harness::nginx::local::fresh_prefix().unwrap();
         let nginx =
-            nginx_ketama_harness::local::LocalNginx::start(newest, &parity::http_site(&t, false), prefix).unwrap();
+            nginx_ketama_harness::nginx::local::LocalNginx::start(newest, &parity::http_site(&t, false), prefix)
+                .unwrap();
         let plan = parity::plan(&up, 5, &PlanOptions { random_keys: 400, empty_keys: 8, prove_ring: false });
         let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
         let (first, second) = keys.split_at(keys.len() / 2);
         let send = |k: &[Vec<u8>]| {
-            nginx_ketama_harness::client::pipeline(nginx.net(), nginx.http_front(), k, &mut |_| {}).unwrap()
+            nginx_ketama_harness::run::client::pipeline(nginx.net(), nginx.http_front(), k, &mut |_| {}).unwrap()
         };
         let mut responses = send(first);
         std::thread::sleep(std::time::Duration::from_millis(pause_ms));

@@ -4,12 +4,12 @@
 //! Run with `cargo bench --bench harness` (needs `scripts/provision-nginx` and the `wrk` package).
 
 use nginx_ketama::Method;
-use nginx_ketama_harness::backend::Backend;
 use nginx_ketama_harness::catalog;
-use nginx_ketama_harness::install::Installation;
-use nginx_ketama_harness::netns::Net;
-use nginx_ketama_harness::parity::{self, LibraryModel, PlanOptions};
-use nginx_ketama_harness::topology::Topology;
+use nginx_ketama_harness::nginx::build::Build;
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::nginx::netns::Net;
+use nginx_ketama_harness::run::parity::{self, LibraryModel, PlanOptions};
+use nginx_ketama_harness::site::topology::Topology;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Instant;
@@ -47,7 +47,7 @@ fn main() {
         eprintln!("no nginx provisioned: run scripts/provision-nginx");
         return;
     };
-    let backend = Backend::Local(install);
+    let backend = Build::Local(install);
     let lines: Vec<_> = (1..=10).map(|i| catalog::line(&format!("127.90.0.{i}:{}", 21000 + i))).collect();
     let topology = Topology { seed: 0, method: Method::Consistent, lines, hosts: vec![] };
     let session = parity::start(&backend, topology.clone()).expect("nginx starts");

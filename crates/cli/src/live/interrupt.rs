@@ -1,6 +1,6 @@
 //! `SIGINT`, `SIGTERM` and `SIGHUP` while `verify`, `replay-vectors` or `record-vectors` runs: everything the
 //! run started is stopped before the process exits — every nginx and shim process tree, every scratch
-//! directory, every container ([`nginx_ketama_harness::cleanup::teardown`]) — and the exit code is the
+//! directory, every container ([`nginx_ketama_harness::nginx::cleanup::teardown`]) — and the exit code is the
 //! shell's for death by that signal (130, 143, 129).
 //!
 //! The signals are blocked in every thread (the mask is set here, in the main thread, before any other
@@ -28,7 +28,7 @@ pub(crate) fn install() {
         let mut signal: libc::c_int = 0;
         // SAFETY: sigwait on a set of blocked signals, into a local.
         while unsafe { libc::sigwait(&set, &mut signal) } != 0 {}
-        let done = nginx_ketama_harness::cleanup::teardown();
+        let done = nginx_ketama_harness::nginx::cleanup::teardown();
         let name = match signal {
             libc::SIGINT => "SIGINT",
             libc::SIGTERM => "SIGTERM",

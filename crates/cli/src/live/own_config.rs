@@ -4,13 +4,13 @@
 use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, save_findings};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
-use nginx_ketama_harness::backend::Backend;
-use nginx_ketama_harness::clock::Unclocked;
-use nginx_ketama_harness::install::{Installation, Origin};
-use nginx_ketama_harness::netns;
-use nginx_ketama_harness::own_config::plan::{NameSource, Unhostable, summarize};
-use nginx_ketama_harness::own_config::{self, Choice, Progress, ProveOptions, Prover, UpstreamReport};
-use nginx_ketama_harness::parity::show_key;
+use nginx_ketama_harness::nginx::build::Build;
+use nginx_ketama_harness::nginx::install::{Installation, Origin};
+use nginx_ketama_harness::nginx::netns;
+use nginx_ketama_harness::proofs::own_config::plan::{NameSource, Unhostable, summarize};
+use nginx_ketama_harness::proofs::own_config::{self, Choice, Progress, ProveOptions, Prover, UpstreamReport};
+use nginx_ketama_harness::run::clock::Unclocked;
+use nginx_ketama_harness::run::parity::show_key;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::Path;
@@ -62,8 +62,8 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
         Ok(b) => b
             .into_iter()
             .filter_map(|b| match b {
-                Backend::Local(i) => Some(i),
-                Backend::Docker(_) => None,
+                Build::Local(i) => Some(i),
+                Build::Docker(_) => None,
             })
             .collect(),
         Err(refusal) => return refusal.report(),
@@ -509,7 +509,7 @@ mod tests {
         let install = Installation {
             version: "1.26.3".parse().unwrap(),
             libc: Libc::Musl,
-            stream: nginx_ketama_harness::install::Stream::BuiltIn,
+            stream: nginx_ketama_harness::nginx::install::Stream::BuiltIn,
             configure: Vec::new(),
             origin: Origin::Provisioned { dir: "/nowhere".into(), package: "1.26.3-3".into() },
         };
@@ -525,7 +525,7 @@ mod tests {
         Installation {
             version: "1.30.6".parse().unwrap(),
             libc: Libc::Glibc,
-            stream: nginx_ketama_harness::install::Stream::BuiltIn,
+            stream: nginx_ketama_harness::nginx::install::Stream::BuiltIn,
             configure: Vec::new(),
             origin: Origin::Provisioned { dir: "/nowhere".into(), package: "1.30.6-1".into() },
         }

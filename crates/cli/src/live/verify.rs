@@ -5,11 +5,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
 use nginx_ketama::config::{Config, LoadOptions};
 use nginx_ketama::version::NginxVersion;
-use nginx_ketama_harness::backend::{Backend, Image, ImageOrigin, docker_available, docker_backend};
 use nginx_ketama_harness::golden::utc_time;
-use nginx_ketama_harness::install::Installation;
-use nginx_ketama_harness::parity::{clip, show_key};
-use nginx_ketama_harness::sweep::{Event, FaultKind, Finding, SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama_harness::nginx::build::Build;
+use nginx_ketama_harness::nginx::docker::{self, Image, ImageOrigin};
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::proofs::sweep::{Event, FaultKind, Finding, SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama_harness::run::parity::{clip, show_key};
 use nginx_ketama_output::FileId;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
@@ -205,7 +206,7 @@ impl VerifyArgs {
             prove_ring: !self.no_ring_proof,
             stream_sessions: self.stream_sessions,
             resolver_exe: std::env::current_exe().ok(),
-            topology: nginx_ketama_harness::topology::TopologyOptions {
+            topology: nginx_ketama_harness::site::topology::TopologyOptions {
                 max_servers: self.max_servers,
                 ..Default::default()
             },
@@ -252,13 +253,13 @@ impl From<anyhow::Error> for Refusal {
 /// # Errors
 ///
 /// A binary that does not run or is not nginx, an image not present locally, an unmodelled version.
-pub(crate) fn named_backends(paths: &[PathBuf], images: &[String]) -> Result<Vec<Backend>, Refusal> {
+pub(crate) fn named_backends(paths: &[PathBuf], images: &[String]) -> Result<Vec<Build>, Refusal> {
     let mut out = Vec::new();
     for path in paths {
-        out.push(Backend::Local(Installation::named(path)?));
+        out.push(Build::Local(Installation::named(path)?));
     }
     for reference in images {
-        out.push(Backend::Docker(Image::probe(reference, ImageOrigin::Named)?));
+        out.push(Build::Docker(Image::probe(reference, ImageOrigin::Named)?));
     }
     for backend in &out {
         if let Err(e) = backend.version().modelled() {
@@ -273,7 +274,7 @@ pub(crate) fn named_backends(paths: &[PathBuf], images: &[String]) -> Result<Vec
 /// # Errors
 ///
 /// No provisioned nginx, Docker asked for but not available, or a named build that cannot be used.
-pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Backend>, Refusal> {
+pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Build>, Refusal> {
     if !args.nginx.is_empty() || !args.image.is_empty() {
         let backends = named_backends(&args.nginx, &args.image)?;
         if let Some(musl) = backends.iter().find(|b| args.shim.is_some() && b.libc() != Libc::Glibc) {
@@ -288,17 +289,18 @@ pub(crate) fn backends(args: &VerifyArgs) -> Result<Vec<Backend>, Refusal> {
 }
 
 /// The provisioned builds (as local processes or through their images) `args` asks for.
-fn provisioned_backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
+fn provisioned_backends(args: &VerifyArgs) -> Result<Vec<Build>> {
     let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
     let installs = Installation::discover(&root);
     let wanted = wanted_builds(args, &installs);
     if wanted.is_empty() && args.backend != BackendChoice::Docker {
         bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
     }
-    let images = || wanted.iter().map(|&(v, libc)| docker_backend(v, libc)).collect::<Result<Vec<_>>>();
+    let images =
+        || wanted.iter().map(|&(v, libc)| docker::image_for(v, libc).map(Build::Docker)).collect::<Result<Vec<_>>>();
     match args.backend {
         BackendChoice::Docker => return images(),
-        BackendChoice::Auto if docker_available() => {
+        BackendChoice::Auto if docker::available() => {
             if let Ok(backends) = images() {
                 return Ok(backends);
             }
@@ -308,7 +310,7 @@ fn provisioned_backends(args: &VerifyArgs) -> Result<Vec<Backend>> {
     wanted
         .iter()
         .map(|&(v, libc)| {
-            installs.iter().find(|i| i.version == v && i.libc == libc).cloned().map(Backend::Local).ok_or_else(|| {
+            installs.iter().find(|i| i.version == v && i.libc == libc).cloned().map(Build::Local).ok_or_else(|| {
                 let script = match libc {
                     Libc::Glibc => "scripts/provision-nginx",
                     Libc::Musl => "scripts/provision-nginx-musl",
@@ -426,7 +428,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
 }
 
 /// One run of every backend, with a progress bar on stderr.
-fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> Vec<VersionReport> {
+fn run_once(args: &VerifyArgs, backends: &[Build], options: &SweepOptions) -> Vec<VersionReport> {
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("{prefix:>8} {bar:30} {pos:>7}/{len:7} {elapsed:>4} {msg}")
@@ -448,7 +450,7 @@ fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> 
         });
         // Containers hide the client's source port; check the stream module with the local build instead.
         let stream = options.stream_sessions > 0 && options.only.is_none() && !report.stopped(options);
-        if let (Backend::Docker(image), true) = (backend, stream) {
+        if let (Build::Docker(image), true) = (backend, stream) {
             let root = args.nginx_dir.clone().unwrap_or_else(Installation::default_root);
             let hidden = "stream check skipped: a container hides the client's source port, which the stream \
                           upstream hashes";
@@ -459,7 +461,7 @@ fn run_once(args: &VerifyArgs, backends: &[Backend], options: &SweepOptions) -> 
                 {
                     Some(install) => {
                         bar.set_message(format!("stream module, local nginx {}", install.label()));
-                        nginx_ketama_harness::sweep::stream_into(&Backend::Local(install), options, &mut report);
+                        nginx_ketama_harness::proofs::sweep::stream_into(&Build::Local(install), options, &mut report);
                     }
                     None => {
                         report.stream_skipped =
@@ -505,8 +507,9 @@ const SHOWN: usize = 300;
 fn print_findings(reports: &[VersionReport], shim: bool) {
     let predictor = if shim { "shim" } else { "expected" };
     for f in reports.iter().flat_map(|r| &r.findings).take(5) {
-        let shown =
-            |o: &nginx_ketama_harness::golden::Observation| format!("{} {:?}", o.status, clip(&o.upstream_addr, SHOWN));
+        let shown = |o: &nginx_ketama_harness::run::observation::Observation| {
+            format!("{} {:?}", o.status, clip(&o.upstream_addr, SHOWN))
+        };
         println!(
             "  nginx {} topology {} key {}: {predictor} {}, nginx {}\n  replay: {}",
             f.version,

@@ -1,14 +1,14 @@
 //! The catalog's cases, one function each, in review order ([`CASES`]).
 
-use super::super::forge::Forger;
-use super::super::golden::Flag;
-use super::super::topology::ServerLine;
+use super::flag::Flag;
 use super::keys::{
-    COLLISION, SPEC_COLLISION, collision_keys, empty_keys, find_point_collisions, flagged, key, numbered_keys,
-    ring_keys, sample_keys, twice,
+    COLLISION, SPEC_COLLISION, collision_keys, empty_keys, flagged, key, numbered_keys, ring_keys, sample_keys, twice,
 };
 use super::lines::{LineExt, host_line, ip, line, lines, topo};
 use super::{Case, UNIX_DIR};
+use crate::forge::Forger;
+use crate::site::topology::ServerLine;
+use crate::site::topology::find_point_collisions;
 use nginx_ketama::upstream::Method;
 
 /// The catalog in review order: one function per case.

@@ -1,12 +1,10 @@
 //! Key lists for catalog cases: reproducible samples, keys forged onto (and just past) ring points, and
 //! keys on hashes that two server strings share.
 
-use super::super::forge::Forger;
-use super::super::golden::Flag;
-use super::super::topology::Topology;
 use super::CaseKey;
-use nginx_ketama::ring::reference;
-use nginx_ketama::server::Server;
+use super::flag::Flag;
+use crate::forge::Forger;
+use crate::site::topology::Topology;
 use nginx_ketama::version::NginxVersion;
 
 /// A key without comment or flags.
@@ -96,30 +94,11 @@ pub(super) fn collision_keys(hash: u32) -> Vec<CaseKey> {
     ]
 }
 
-/// Two `127.0.20.1:PORT` strings whose point chains share one hash, found with [`find_point_collisions`]
+/// Two `127.0.20.1:PORT` strings whose point chains share one hash, found with [`find_point_collisions`](crate::site::topology::find_point_collisions)
 /// over ports 10000–19999: point #104 of port 10064 and point #47 of port 10291.
 pub const COLLISION: (&str, &str, u32) = ("127.0.20.1:10064", "127.0.20.1:10291", 0xf5b5_4a41);
 /// The pair of algorithm §11 F (ties: §3.2): point #45 of 127.0.0.1:20195 and point #109 of 127.0.0.1:20412.
 pub const SPEC_COLLISION: (&str, &str, u32) = ("127.0.0.1:20195", "127.0.0.1:20412", 0x32a8_f0fa);
-
-/// Birthday search: every pair of *different* server strings among `servers` (weight 1) whose point
-/// chains share a hash, as `(first server, its point number, second server, its point number, hash)`.
-pub fn find_point_collisions(servers: &[String]) -> Vec<(String, usize, String, usize, u32)> {
-    let mut seen: std::collections::HashMap<u32, (usize, usize)> = std::collections::HashMap::new();
-    let mut out = Vec::new();
-    for (si, s) in servers.iter().enumerate() {
-        for (pi, h) in reference::chain(&Server::new(s.as_str()), 160).into_iter().enumerate() {
-            match seen.get(&h) {
-                Some(&(sj, pj)) if sj != si => out.push((servers[sj].clone(), pj, s.clone(), pi, h)),
-                Some(_) => {}
-                None => {
-                    seen.insert(h, (si, pi));
-                }
-            }
-        }
-    }
-    out
-}
 
 /// `k0` … `k{n-1}`.
 pub(super) fn numbered_keys(n: usize) -> Vec<CaseKey> {

@@ -1,7 +1,7 @@
 //! Server lines for catalog cases: every spelling nginx accepts, with the catalog's defaults, and chainable
 //! setters for weight, `down`, refusing, `backup` and failure accounting.
 
-use super::super::topology::{Endpoint, Listen, ServerLine, Spelling, Topology};
+use crate::site::topology::{Endpoint, Listen, ServerLine, Spelling, Topology};
 use nginx_ketama::server::Server;
 use nginx_ketama::upstream::{Method, default_name};
 use std::net::{IpAddr, SocketAddr};

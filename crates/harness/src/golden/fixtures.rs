@@ -1,8 +1,10 @@
 //! The language-neutral fixtures in `vectors/v1/` (Wycheproof style), generated from the records.
 
 use super::groups::{group_description, group_name, split_of, version_groups};
-use super::records::{PeerRecord, Record};
-use super::vocab::{BugType, Flag, Outcome, method_name, nginx_version};
+use super::record_file::{PeerRecord, Record};
+use super::vocab::{method_name, nginx_version};
+use crate::catalog::flag::{BugType, Flag};
+use crate::run::observation::Outcome;
 use nginx_ketama::upstream::Method;
 use nginx_ketama::version::NginxVersion;
 use serde::Serialize;

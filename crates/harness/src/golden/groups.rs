@@ -3,7 +3,7 @@
 //! `versions_differ` (versions disagree) or `libcs_differ` (one version's builds against glibc and musl
 //! disagree).
 
-use super::records::{Record, Run};
+use super::record_file::{Record, Run};
 use nginx_ketama::version::{Libc, NginxVersion};
 
 /// Runs of one record that agree exactly (same peers, same results), in build order.

@@ -9,7 +9,7 @@
 //! server of nginx's recorded first attempt.
 
 use super::groups::glibc_group;
-use super::records::{Record, RecordKey, Run, to_hex};
+use super::record_file::{Record, RecordKey, Run, to_hex};
 use nginx_ketama::plain::slot_owner;
 use nginx_ketama::ring::reference;
 use nginx_ketama::server::Server;

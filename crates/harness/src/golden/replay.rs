@@ -1,10 +1,11 @@
 //! Offline replay of records against a [`Model`]: the library's [`Worker`] ([`LibraryReplayer`]) or a
 //! deliberately broken model in tests.
 
-use super::super::parity::{Model, expect_with};
-use super::records::{Record, Run, upstream_of_peers};
+use super::record_file::{Record, Run, upstream_of_peers};
 use super::snapshots::show;
-use super::vocab::{Flag, Observation};
+use crate::catalog::flag::Flag;
+use crate::run::observation::Observation;
+use crate::run::parity::{Model, expect_with};
 use anyhow::Result;
 use nginx_ketama::upstream::Upstream;
 use nginx_ketama::version::NginxVersion;

@@ -1,8 +1,9 @@
 //! The readable insta snapshots of records (`snapshots/catalog__<case>.snap`).
 
 use super::groups::{group_description, split_of, version_groups};
-use super::records::{Record, to_hex};
-use super::vocab::{Outcome, method_name};
+use super::record_file::{Record, to_hex};
+use super::vocab::method_name;
+use crate::run::observation::Outcome;
 use std::fmt::Write as _;
 
 /// The insta snapshot name of a case: `catalog__<name with - as _>`.

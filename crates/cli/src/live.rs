@@ -1,0 +1,109 @@
+//! The commands that run nginx or a port, through the harness crate (feature `live`).
+
+pub(crate) mod interrupt;
+pub(crate) mod own_config;
+pub(crate) mod verify;
+
+use anyhow::Result;
+use nginx_ketama::NginxVersion;
+use nginx_ketama_harness::golden::{self, Layout, RecordArgs, RecordBuilds};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `record-vectors`'s arguments (run it through `scripts/record-vectors`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct RecordVectorsArgs {
+    /// Record nothing: refresh the records' prose from the catalog and regenerate the fixtures.
+    #[arg(long, conflicts_with_all = ["versions", "nginx", "image"])]
+    offline: bool,
+    /// Record only this case (repeatable); records of other cases are kept.
+    #[arg(long = "case", value_name = "NAME")]
+    cases: Vec<String>,
+    /// Record only on these provisioned nginx versions (comma-separated); runs of the others are kept.
+    #[arg(long, value_delimiter = ',', value_name = "V1,V2,...")]
+    versions: Vec<NginxVersion>,
+    /// Record on this nginx binary instead of the provisioned builds (repeatable), as `verify --nginx`;
+    /// runs of other builds are kept.
+    #[arg(long = "nginx", value_name = "PATH", conflicts_with_all = ["versions", "image"])]
+    nginx: Vec<PathBuf>,
+    /// Record in containers of this local image instead (repeatable; never pulled), as `verify --image`;
+    /// runs of other builds are kept.
+    #[arg(long = "image", value_name = "REF", conflicts_with = "versions")]
+    image: Vec<String>,
+    /// The directory holding `vectors/` and `snapshots/` (default: this repository).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+}
+
+/// Records the golden vectors; exits 0 clean, 1 on an unexplained version difference, 2 on an error.
+pub(crate) fn record_vectors(args: RecordVectorsArgs) -> ExitCode {
+    let builds = if !args.image.is_empty() {
+        RecordBuilds::Images(args.image)
+    } else if !args.nginx.is_empty() {
+        RecordBuilds::Named(args.nginx)
+    } else {
+        RecordBuilds::Provisioned(args.versions)
+    };
+    let layout = args.root.as_deref().map(Layout::at);
+    let args = RecordArgs { offline: args.offline, cases: args.cases, builds, layout };
+    match golden::record_vectors(&args) {
+        Ok(status) => ExitCode::from(status.code()),
+        Err(e) => {
+            eprintln!("nginx-ketama: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Replays the golden vectors through a shim; exits 0 when all pass, 1 on a failure or a protocol fault (the
+/// shim broke `ports/SHIM.md`), 3 when the replay could not run (a vector file unreadable, no shell, the
+/// shim answering `unsupported`).
+pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
+    if files.is_empty() {
+        let dir = golden::vectors_dir();
+        files = ["consistent.json", "plain.json"].iter().map(|f| dir.join(f)).collect();
+    }
+    match nginx_ketama_harness::proofs::shim::replay_vectors(shim, &files) {
+        Ok(report) => {
+            for line in &report.failures {
+                println!("{line}");
+            }
+            match report.skipped {
+                0 => println!("{} passed, {} failed", report.passed, report.failed),
+                n => println!(
+                    "{} passed, {} failed, {n} skipped (groups that need musl's tie rule; shims model glibc)",
+                    report.passed, report.failed
+                ),
+            }
+            if report.failed == 0 && report.passed > 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+        }
+        Err(e) if nginx_ketama_harness::proofs::shim::ProtocolFault::in_chain(&e) => {
+            eprintln!("nginx-ketama: protocol fault: {e:#}");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("nginx-ketama: {e:#}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// The reference shim: this library answering the shim protocol on stdin and stdout (a message longer than
+/// [`crate::lines::MAX_SHIM_MESSAGE_BYTES`] is an error, not a process that grows without end).
+pub(crate) fn shim() -> Result<()> {
+    let input = crate::lines::BoundedLines::new(
+        std::io::stdin().lock(),
+        "stdin",
+        "a shim message",
+        crate::lines::MAX_SHIM_MESSAGE_BYTES,
+    );
+    nginx_ketama_harness::proofs::shim::serve(input, crate::stdout::stdout())
+}
+
+/// Removes what killed runs left behind, printing one line per thing removed.
+pub(crate) fn cleanup() -> Result<()> {
+    for removed in nginx_ketama_harness::nginx::cleanup::run()? {
+        println!("{removed}");
+    }
+    Ok(())
+}

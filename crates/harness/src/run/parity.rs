@@ -1,0 +1,394 @@
+//! Runs request sequences against nginx and against a model, and compares `$upstream_addr` exactly.
+
+use crate::forge::Forger;
+use crate::nginx::build::Build;
+use crate::nginx::instance::Instance;
+use crate::nginx::log::log_tail;
+use crate::run::client::{Response, get, pipeline};
+use crate::run::clock::{ClockedModel, Judgement, Unclocked};
+use crate::run::observation::{Observation, observation};
+use crate::site::conf::{HTTP_KEY, Part, Site};
+use crate::site::topology::{Resolution, Topology, random_keys};
+use anyhow::{Context, Result};
+use nginx_ketama::upstream::Upstream;
+use nginx_ketama::worker::Worker;
+use rand::SeedableRng;
+use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
+use std::time::{Duration, Instant};
+
+/// Why a request is in the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KeyKind {
+    /// A random key.
+    Random,
+    /// The empty key (no header).
+    Empty,
+    /// A key whose CRC32 equals a ring point's hash (the last key of that point's arc).
+    OnPoint,
+    /// A key whose CRC32 is a ring point's hash + 1 (the first key of the next arc).
+    PastPoint,
+    /// CRC32 0 or 0xFFFFFFFF.
+    RingEdge,
+}
+
+/// One request of a plan.
+#[derive(Debug, Clone)]
+pub struct PlannedRequest {
+    /// The key (raw bytes).
+    pub key: Vec<u8>,
+    /// Why it is there.
+    pub kind: KeyKind,
+}
+
+/// The requests to send, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Requests in sending order.
+    pub requests: Vec<PlannedRequest>,
+    /// Arcs covered by both-end keys (0 without a ring proof).
+    pub arcs: usize,
+}
+
+/// What to put in a plan.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Random keys.
+    pub random_keys: usize,
+    /// Empty keys (round-robin requests).
+    pub empty_keys: usize,
+    /// Forge keys at both ends of every arc (consistent only).
+    pub prove_ring: bool,
+}
+
+/// Builds the request sequence for `upstream`, shuffled reproducibly by `seed`.
+pub fn plan(upstream: &Upstream, seed: u64, options: &PlanOptions) -> Plan {
+    let mut requests: Vec<PlannedRequest> = random_keys(seed, options.random_keys)
+        .into_iter()
+        .map(|key| PlannedRequest { key, kind: KeyKind::Random })
+        .collect();
+    requests.extend((0..options.empty_keys).map(|_| PlannedRequest { key: Vec::new(), kind: KeyKind::Empty }));
+    let mut arcs = 0;
+    if let (true, Some(ring)) = (options.prove_ring, upstream.ring()) {
+        let forger = Forger::new();
+        arcs = ring.len();
+        for (i, p) in ring.points().enumerate() {
+            let prefix = format!("arc{i}-");
+            requests.push(PlannedRequest { key: forger.forge(prefix.as_bytes(), p.hash), kind: KeyKind::OnPoint });
+            if p.hash != u32::MAX {
+                let key = forger.forge(prefix.as_bytes(), p.hash + 1);
+                requests.push(PlannedRequest { key, kind: KeyKind::PastPoint });
+            }
+        }
+        for edge in [0, u32::MAX] {
+            requests.push(PlannedRequest { key: forger.forge(b"edge-", edge), kind: KeyKind::RingEdge });
+        }
+    }
+    requests.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ 0x5348_5546));
+    Plan { requests, arcs }
+}
+
+/// Predicts `$upstream_addr` and the status for each request of a sequence, in order.
+pub trait Model {
+    /// What nginx should answer to the next request: its status and `$upstream_addr`.
+    fn expect(&mut self, key: &[u8]) -> Observation;
+}
+
+/// The library's per-worker simulator as a [`Model`].
+#[derive(Debug)]
+pub struct LibraryModel<'a> {
+    worker: Worker<'a>,
+    topology: &'a Topology,
+}
+
+impl<'a> LibraryModel<'a> {
+    /// A fresh worker for `upstream`, whose refused peers are those `topology` marks dead.
+    pub fn new(upstream: &'a Upstream, topology: &'a Topology) -> Self {
+        LibraryModel { worker: Worker::new(upstream), topology }
+    }
+}
+
+/// nginx's clock during a run: every request within the same second (failure windows are 1 h).
+pub const RUN_CLOCK: u64 = 1_000_000_000;
+
+impl Model for LibraryModel<'_> {
+    fn expect(&mut self, key: &[u8]) -> Observation {
+        let topology = self.topology;
+        expect_with(&mut self.worker, key, |p| topology.refuses(p.name()))
+    }
+}
+
+/// Runs one request on `worker` (at [`RUN_CLOCK`]) and renders what nginx would answer: the status and
+/// `$upstream_addr` (attempted addresses, plus the upstream name when nothing usable was left).
+pub fn expect_with(
+    worker: &mut Worker<'_>,
+    key: &[u8],
+    refuses: impl FnMut(&nginx_ketama::Peer) -> bool,
+) -> Observation {
+    let out = worker.request(key, RUN_CLOCK, refuses);
+    observation(worker.upstream(), &out)
+}
+
+/// A request whose outcome differed.
+#[derive(Debug, Clone)]
+pub struct Mismatch {
+    /// Position in the sequence.
+    pub index: usize,
+    /// The key.
+    pub key: Vec<u8>,
+    /// Why it was sent.
+    pub kind: KeyKind,
+    /// What the model predicted (for the stream module, which has no status, both statuses are 0).
+    pub expected: Observation,
+    /// What nginx did.
+    pub actual: Observation,
+}
+
+/// The result of one topology on one nginx.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// Requests compared.
+    pub requests: usize,
+    /// Requests that went through at least one retry.
+    pub failovers: usize,
+    /// Arcs whose both ends matched (0 if any ring key mismatched or no ring proof was planned).
+    pub arcs_proven: usize,
+    /// Every mismatch.
+    pub mismatches: Vec<Mismatch>,
+    /// Requests not compared, by why (see [`crate::run::clock`]); counted in `requests`.
+    pub not_comparable: Vec<(Unclocked, usize)>,
+    /// Time spent talking to nginx.
+    pub elapsed: Duration,
+}
+
+/// Builds the site for an HTTP topology.
+pub fn http_site(topology: &Topology, probe_resolution: bool) -> Site {
+    Site {
+        http: Some(Part {
+            upstream_block: topology.upstream_block(HTTP_KEY, true),
+            listeners: topology.live_listeners(),
+        }),
+        stream: None,
+        hosts: (!topology.hosts.is_empty()).then(|| topology.hosts_file()),
+        probes: if probe_resolution { topology.hostnames().iter().map(|n| format!("{n}:9")).collect() } else { vec![] },
+    }
+}
+
+/// nginx running one topology.
+pub struct Session {
+    instance: Box<dyn Instance>,
+    describe: String,
+    topology: Topology,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("backend", &self.describe).finish()
+    }
+}
+
+/// Starts nginx for `topology`. In a container, where this process cannot run a resolver in nginx's
+/// environment, the addresses of hostnames are taken from nginx itself (in its resolver's order); the
+/// session holds the topology resolved that way.
+///
+/// # Errors
+///
+/// nginx failing to start (with its own error output) or not answering the probes.
+pub fn start(backend: &Build, topology: Topology) -> Result<Session> {
+    let probe = matches!(backend, Build::Docker { .. });
+    let (instance, topology) = start_resolving(backend, topology, probe)?;
+    Ok(Session { instance, describe: backend.describe(), topology })
+}
+
+/// Starts nginx for `topology`; with `probe` (and hostnames to resolve), asks nginx how its resolver
+/// ordered each name's addresses and returns the topology resolved that way.
+///
+/// # Errors
+///
+/// As [`start`].
+pub fn start_resolving(backend: &Build, topology: Topology, probe: bool) -> Result<(Box<dyn Instance>, Topology)> {
+    let probe = probe && !topology.hosts.is_empty();
+    let instance = backend.start(&http_site(&topology, probe), backend.prefix()?)?;
+    if !probe {
+        return Ok((instance, topology));
+    }
+    let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
+    Ok((instance, topology.resolved(&resolution)))
+}
+
+/// Asks nginx (started with [`http_site`]`(topology, true)`) in which order its resolver returned each
+/// hostname's addresses.
+///
+/// # Errors
+///
+/// nginx not answering a probe, or answering something that is not a list of addresses.
+pub fn resolve_through_nginx(instance: &dyn Instance, topology: &Topology) -> Result<Resolution> {
+    let mut resolved = Vec::new();
+    for (i, name) in topology.hostnames().into_iter().enumerate() {
+        let path = format!("/__resolve/{i}");
+        let resp = get(instance.net(), instance.http_front(), &path).with_context(|| {
+            format!("probing {name} at {path}\nnginx's error log ends:\n{}", log_tail(&instance.logs()))
+        })?;
+        let addrs = resp.upstream_addr.unwrap_or_default();
+        let ips = addrs
+            .split(", ")
+            .map(|a| a.parse::<std::net::SocketAddr>().map(|sa| sa.ip()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .with_context(|| format!("nginx reported {addrs:?} for {name}"))?;
+        resolved.push((name, ips));
+    }
+    Ok(resolved.into_iter().collect())
+}
+
+impl Session {
+    /// The topology this nginx runs, its hostnames resolved the way nginx resolved them.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Sends `plan` and compares every answer with `model`.
+    ///
+    /// # Errors
+    ///
+    /// The connection failing (nginx's error output is attached).
+    pub fn run(&self, plan: &Plan, model: &mut dyn Model, progress: &mut dyn FnMut(usize)) -> Result<RunReport> {
+        let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
+        let started = Instant::now();
+        let responses = self.send(&keys, progress)?;
+        Ok(compare(plan, &responses, model, started.elapsed()))
+    }
+
+    /// Sends raw keys in order (pipelined, one connection) and returns nginx's answers, without judging
+    /// them: the recorder of golden vectors uses this.
+    ///
+    /// # Errors
+    ///
+    /// The connection failing (nginx's error output is attached).
+    pub fn send(&self, keys: &[Vec<u8>], progress: &mut dyn FnMut(usize)) -> Result<Vec<Response>> {
+        pipeline(self.instance.net(), self.instance.http_front(), keys, progress).with_context(|| {
+            format!(
+                "talking to nginx ({})\nnginx's error log ends:\n{}",
+                self.describe,
+                log_tail(&self.instance.logs())
+            )
+        })
+    }
+
+    /// nginx's error output so far.
+    pub fn logs(&self) -> String {
+        self.instance.logs()
+    }
+
+    /// The front server's address (for load generators), reached through [`Session::net`].
+    pub fn http_front(&self) -> std::net::SocketAddr {
+        self.instance.http_front()
+    }
+
+    /// Where connections to the front server are opened.
+    pub fn net(&self) -> crate::nginx::netns::Net<'_> {
+        self.instance.net()
+    }
+
+    /// The local nginx master's process id (`None` in a container).
+    pub fn pid(&self) -> Option<u32> {
+        self.instance.pid()
+    }
+
+    /// Where the rendered `nginx.conf` and `hosts` live (local processes only).
+    pub fn prefix(&self) -> Option<std::path::PathBuf> {
+        self.instance.prefix()
+    }
+}
+
+/// Compares responses with the model's predictions, request by request.
+pub fn compare(plan: &Plan, responses: &[Response], model: &mut dyn Model, elapsed: Duration) -> RunReport {
+    let mut mismatches = Vec::new();
+    let mut failovers = 0;
+    let mut ring_ok = true;
+    for (index, (req, resp)) in plan.requests.iter().zip(responses).enumerate() {
+        let expected = model.expect(&req.key);
+        let actual = Observation { status: resp.status, upstream_addr: resp.upstream_addr.clone().unwrap_or_default() };
+        if actual.upstream_addr.contains(',') {
+            failovers += 1;
+        }
+        if expected != actual {
+            if matches!(req.kind, KeyKind::OnPoint | KeyKind::PastPoint | KeyKind::RingEdge) {
+                ring_ok = false;
+            }
+            mismatches.push(Mismatch { index, key: req.key.clone(), kind: req.kind, expected, actual });
+        }
+    }
+    RunReport {
+        requests: responses.len(),
+        failovers,
+        arcs_proven: if ring_ok { plan.arcs } else { 0 },
+        mismatches,
+        not_comparable: Vec::new(),
+        elapsed,
+    }
+}
+
+/// Compares responses with `model`, which follows nginx's clock through each response's window (see
+/// [`crate::run::clock`]): requests whose answer depends on when the clock ticked are counted as not comparable,
+/// never as mismatches. Arcs are proven if every ring key matched, less one arc per ring key not compared.
+pub fn compare_clocked(
+    plan: &Plan,
+    responses: &[Response],
+    model: &mut ClockedModel<'_>,
+    elapsed: Duration,
+) -> RunReport {
+    let mut mismatches = Vec::new();
+    let mut not_comparable: Vec<(Unclocked, usize)> = Vec::new();
+    let mut failovers = 0;
+    let mut ring_ok = true;
+    // Each ring key not compared leaves (at most) one arc unproven.
+    let mut ring_unjudged = 0;
+    for (index, (req, resp)) in plan.requests.iter().zip(responses).enumerate() {
+        let actual = Observation { status: resp.status, upstream_addr: resp.upstream_addr.clone().unwrap_or_default() };
+        if actual.upstream_addr.contains(',') {
+            failovers += 1;
+        }
+        let ring = matches!(req.kind, KeyKind::OnPoint | KeyKind::PastPoint | KeyKind::RingEdge);
+        match model.judge(&req.key, resp.clock, &actual) {
+            Judgement::Match => {}
+            Judgement::Differs(expected) => {
+                ring_ok &= !ring;
+                mismatches.push(Mismatch { index, key: req.key.clone(), kind: req.kind, expected, actual });
+            }
+            Judgement::NotComparable(why) => {
+                ring_unjudged += usize::from(ring);
+                match not_comparable.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, n)) => *n += 1,
+                    None => not_comparable.push((why, 1)),
+                }
+            }
+        }
+    }
+    RunReport {
+        requests: responses.len(),
+        failovers,
+        arcs_proven: if ring_ok { plan.arcs.saturating_sub(ring_unjudged) } else { 0 },
+        mismatches,
+        not_comparable,
+        elapsed,
+    }
+}
+
+/// `text` cut to its first `max` characters, saying how long it was: for reports and messages that quote
+/// what they did not write (a shim's answer, nginx's `$upstream_addr`).
+pub fn clip(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => std::borrow::Cow::Owned(format!("{}… ({} bytes)", &text[..cut], text.len())),
+    }
+}
+
+/// A short, printable rendering of a key for messages.
+pub fn show_key(key: &[u8]) -> String {
+    let s = String::from_utf8_lossy(key);
+    if s.chars().count() > 60 {
+        format!("{:?}… ({} bytes)", s.chars().take(60).collect::<String>(), key.len())
+    } else {
+        format!("{s:?}")
+    }
+}

@@ -1,0 +1,322 @@
+//! The bytes nginx hashes: a key expression ([`Expression`]) evaluated for a request ([`Parsed`]) the way
+//! nginx's complex values concatenate variables (a variable that is not found adds nothing). Every
+//! variable modelled is listed in [`HTTP_VARIABLES`] and [`STREAM_VARIABLES`]; any other is refused by
+//! name ([`KeyError::Unmodelled`]), never guessed. Algorithm §12.5.
+//!
+//! # Example
+//!
+//! ```
+//! use nginx_ketama::config::expression::Expression;
+//! use nginx_ketama::key::{self, Context};
+//! use nginx_ketama::request::Request;
+//! use nginx_ketama::NginxVersion;
+//!
+//! let rules = NginxVersion::LATEST.key_rules();
+//! let req = Request::builder("GET", "/a/../b?id=7").header("Host", "Shop.example:8080").build();
+//! let parsed = req.parse_as(rules, true)?;
+//! let ctx = Context::new(rules, b"_", b"web1");
+//! let key = key::evaluate(&Expression::parse(b"$host$uri:$arg_id").map_err(|e| e.to_string())?, &parsed, &ctx)?;
+//! assert_eq!(key, b"shop.example/b:7");
+//! let err = key::evaluate(&Expression::parse(b"$request_id").map_err(|e| e.to_string())?, &parsed, &ctx).unwrap_err();
+//! assert!(err.to_string().starts_with("variable \"$request_id\" is not modelled"));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod address;
+mod lines;
+
+use crate::config::expression::{Expression, Part};
+use crate::request::Parsed;
+use crate::version::KeyRules;
+use std::net::SocketAddr;
+
+/// The http variables modelled (a name ending in `_` stands for the prefix: `arg_NAME`, …).
+pub const HTTP_VARIABLES: &[&str] = &[
+    "args",
+    "arg_",
+    "binary_remote_addr",
+    "content_type",
+    "cookie_",
+    "document_uri",
+    "host",
+    "hostname",
+    "http_",
+    "is_args",
+    "query_string",
+    "remote_addr",
+    "remote_port",
+    "request",
+    "request_method",
+    "request_uri",
+    "scheme",
+    "server_addr",
+    "server_name",
+    "server_port",
+    "uri",
+];
+
+/// The stream variables modelled.
+pub const STREAM_VARIABLES: &[&str] =
+    &["binary_remote_addr", "hostname", "remote_addr", "remote_port", "server_addr", "server_port"];
+
+/// `http { }` or `stream { }`: which variables exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Module {
+    /// The http module.
+    Http,
+    /// The stream module.
+    Stream,
+}
+
+/// Why a key cannot be computed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyError {
+    /// A variable this crate does not model.
+    #[error("variable \"${name}\" is not modelled (modelled {}: {})", module_name(*.module), modelled(*.module))]
+    Unmodelled {
+        /// Its name.
+        name: String,
+        /// Where it was used.
+        module: Module,
+    },
+    /// `$1`…`$9` where no regular expression has matched.
+    #[error("capture \"${0}\" is not set here (no regular expression with captures matched)")]
+    NoCapture(u8),
+}
+
+fn module_name(m: Module) -> &'static str {
+    match m {
+        Module::Http => "http variables",
+        Module::Stream => "stream variables",
+    }
+}
+
+fn modelled(m: Module) -> String {
+    let list = match m {
+        Module::Http => HTTP_VARIABLES,
+        Module::Stream => STREAM_VARIABLES,
+    };
+    list.iter()
+        .map(|v| if v.ends_with('_') { format!("${v}NAME") } else { format!("${v}") })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A variable of the http module that is modelled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Variable {
+    /// `$request_uri`.
+    RequestUri,
+    /// `$uri` (and `$document_uri`).
+    Uri,
+    /// `$args` (and `$query_string`).
+    Args,
+    /// `$is_args`.
+    IsArgs,
+    /// `$arg_NAME`.
+    Arg(Vec<u8>),
+    /// `$cookie_NAME`.
+    Cookie(Vec<u8>),
+    /// `$http_NAME`.
+    Http(Vec<u8>),
+    /// `$content_type`.
+    ContentType,
+    /// `$host`.
+    Host,
+    /// `$hostname`.
+    Hostname,
+    /// `$remote_addr`.
+    RemoteAddr,
+    /// `$binary_remote_addr`.
+    BinaryRemoteAddr,
+    /// `$remote_port`.
+    RemotePort,
+    /// `$server_addr`.
+    ServerAddr,
+    /// `$server_port`.
+    ServerPort,
+    /// `$server_name`.
+    ServerName,
+    /// `$scheme`.
+    Scheme,
+    /// `$request_method`.
+    RequestMethod,
+    /// `$request`.
+    Request,
+}
+
+impl Variable {
+    /// The http variable `name` (lower-case, without `$`).
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError::Unmodelled`] naming it.
+    pub fn http(name: &str) -> Result<Variable, KeyError> {
+        let prefixed = |p: &str| name.strip_prefix(p).map(|rest| rest.as_bytes().to_vec());
+        Ok(match name {
+            "request_uri" => Variable::RequestUri,
+            "uri" | "document_uri" => Variable::Uri,
+            "args" | "query_string" => Variable::Args,
+            "is_args" => Variable::IsArgs,
+            "content_type" => Variable::ContentType,
+            "host" => Variable::Host,
+            "hostname" => Variable::Hostname,
+            "remote_addr" => Variable::RemoteAddr,
+            "binary_remote_addr" => Variable::BinaryRemoteAddr,
+            "remote_port" => Variable::RemotePort,
+            "server_addr" => Variable::ServerAddr,
+            "server_port" => Variable::ServerPort,
+            "server_name" => Variable::ServerName,
+            "scheme" => Variable::Scheme,
+            "request_method" => Variable::RequestMethod,
+            "request" => Variable::Request,
+            _ => {
+                if let Some(n) = prefixed("arg_") {
+                    Variable::Arg(n)
+                } else if let Some(n) = prefixed("cookie_") {
+                    Variable::Cookie(n)
+                } else if let Some(n) = prefixed("http_") {
+                    Variable::Http(n)
+                } else {
+                    return Err(KeyError::Unmodelled { name: name.to_string(), module: Module::Http });
+                }
+            }
+        })
+    }
+}
+
+/// What a key needs besides the request: the release's rules, the chosen server's first `server_name`
+/// (`$server_name`, and `$host` without a host in the request), the machine's host name (`$hostname`),
+/// the captures of the last regular expression that matched, and the values of variables the
+/// configuration defines (`set`, `map`).
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    /// The release's rules.
+    pub rules: KeyRules,
+    /// The chosen server's first `server_name` (empty if it has none).
+    pub server_name: &'a [u8],
+    /// The machine's host name, lower-cased as nginx keeps it.
+    pub hostname: &'a [u8],
+    /// `$0`… of the last regular expression that matched (empty when none did).
+    pub captures: Vec<Vec<u8>>,
+    /// Values of configuration-defined variables, already computed: `(name, value)`.
+    pub defined: Vec<(String, Vec<u8>)>,
+}
+
+impl<'a> Context<'a> {
+    /// A context with no captures and no defined variables.
+    pub fn new(rules: KeyRules, server_name: &'a [u8], hostname: &'a [u8]) -> Context<'a> {
+        Context { rules, server_name, hostname, captures: Vec::new(), defined: Vec::new() }
+    }
+}
+
+/// The bytes of `expr` for `request`.
+///
+/// # Errors
+///
+/// [`KeyError`]: a variable not modelled, or a capture not set.
+pub fn evaluate(expr: &Expression, request: &Parsed<'_>, ctx: &Context<'_>) -> Result<Vec<u8>, KeyError> {
+    let mut out = Vec::new();
+    for part in expr.parts() {
+        match part {
+            Part::Literal(b) => out.extend_from_slice(b),
+            Part::Capture(n) => out.extend_from_slice(capture(&ctx.captures, *n)?),
+            Part::Variable(name) => {
+                if let Some((_, v)) = ctx.defined.iter().find(|(n, _)| n == name) {
+                    out.extend_from_slice(v);
+                } else {
+                    value(&Variable::http(name)?, request, ctx, &mut out);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn capture(captures: &[Vec<u8>], n: u8) -> Result<&[u8], KeyError> {
+    captures.get(usize::from(n)).map(Vec::as_slice).ok_or(KeyError::NoCapture(n))
+}
+
+/// Appends the value of one modelled variable (nothing when nginx finds none).
+pub fn value(var: &Variable, r: &Parsed<'_>, ctx: &Context<'_>, out: &mut Vec<u8>) {
+    let req = r.request();
+    match var {
+        Variable::RequestUri => out.extend_from_slice(r.request_uri()),
+        Variable::Uri => out.extend_from_slice(r.uri()),
+        Variable::Args => out.extend_from_slice(r.args()),
+        Variable::IsArgs => {
+            if !r.args().is_empty() {
+                out.push(b'?');
+            }
+        }
+        Variable::Arg(name) => {
+            if let Some(v) = lines::arg(r.args(), name) {
+                out.extend_from_slice(v);
+            }
+        }
+        Variable::Cookie(name) => lines::cookie(r, name, ctx.rules, out),
+        Variable::Http(name) => lines::http(r, name, ctx.rules, out),
+        Variable::ContentType => lines::known(r, b"content-type", ctx.rules, out),
+        Variable::Host => out.extend_from_slice(r.host().unwrap_or(ctx.server_name)),
+        Variable::Hostname => out.extend_from_slice(ctx.hostname),
+        Variable::RemoteAddr => out.extend_from_slice(address::text(req.client().ip()).as_bytes()),
+        Variable::BinaryRemoteAddr => address::binary(req.client().ip(), out),
+        Variable::RemotePort => out.extend_from_slice(req.client().port().to_string().as_bytes()),
+        Variable::ServerAddr => out.extend_from_slice(address::text(req.server().ip()).as_bytes()),
+        Variable::ServerPort => out.extend_from_slice(req.server().port().to_string().as_bytes()),
+        Variable::ServerName => out.extend_from_slice(ctx.server_name),
+        Variable::Scheme => out.extend_from_slice(req.scheme().as_str().as_bytes()),
+        Variable::RequestMethod => out.extend_from_slice(r.method()),
+        Variable::Request => out.extend_from_slice(req.line()),
+    }
+}
+
+/// A stream connection: the client's and the server's address and port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connection {
+    /// The client.
+    pub client: SocketAddr,
+    /// The address the connection arrived on.
+    pub server: SocketAddr,
+}
+
+/// The bytes of `expr` for a stream connection (`src/stream/ngx_stream_variables.c`, same handlers as
+/// http's for these variables); `hostname` is the machine's host name.
+///
+/// # Errors
+///
+/// [`KeyError::Unmodelled`] for any variable but [`STREAM_VARIABLES`]; [`KeyError::NoCapture`].
+pub fn evaluate_stream(expr: &Expression, conn: &Connection, hostname: &[u8]) -> Result<Vec<u8>, KeyError> {
+    let mut out = Vec::new();
+    for part in expr.parts() {
+        match part {
+            Part::Literal(b) => out.extend_from_slice(b),
+            Part::Capture(n) => return Err(KeyError::NoCapture(*n)),
+            Part::Variable(name) => match name.as_str() {
+                "remote_addr" => out.extend_from_slice(address::text(conn.client.ip()).as_bytes()),
+                "binary_remote_addr" => address::binary(conn.client.ip(), &mut out),
+                "remote_port" => out.extend_from_slice(conn.client.port().to_string().as_bytes()),
+                "server_addr" => out.extend_from_slice(address::text(conn.server.ip()).as_bytes()),
+                "server_port" => out.extend_from_slice(conn.server.port().to_string().as_bytes()),
+                "hostname" => out.extend_from_slice(hostname),
+                _ => return Err(KeyError::Unmodelled { name: name.clone(), module: Module::Stream }),
+            },
+        }
+    }
+    Ok(out)
+}
+
+/// The machine's host name as nginx keeps it (`gethostname`, lower-cased: `ngx_init_cycle` in
+/// src/core/ngx_cycle.c).
+pub fn local_hostname() -> Vec<u8> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length, which is passed.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return Vec::new();
+    }
+    let end = buf.iter().position(|&c| c == 0).unwrap_or(buf.len());
+    buf[..end].to_ascii_lowercase()
+}

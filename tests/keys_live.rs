@@ -1,0 +1,250 @@
+//! Live check of key evaluation (issue 21): every provisioned nginx answers crafted raw requests with the
+//! value of a key expression (`return 200 "<expression>"`), and the library must compute the same bytes —
+//! or the same refusal (400/505) — from the same request and configuration.
+//!
+//! The requests cover odd targets (`%2F`, `//`, `/../`, `%00`, spaces and tabs, absolute forms), Host
+//! variants (case, port, trailing dot, invalid), repeated headers and cookies, query arguments and methods.
+//!
+//! Without provisioned nginx this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
+
+use nginx_ketama::NginxVersion;
+use nginx_ketama::config::expression::Expression;
+use nginx_ketama::key::{self, Context};
+use nginx_ketama::request::{Request, Scheme};
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::testkit::{report, skip};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Every modelled http variable, in one `return` text (the separators are literals of the expression).
+const TEMPLATE: &str = "ru=$request_uri|u=$uri|du=$document_uri|a=$args|qs=$query_string|ia=$is_args|\
+    id=$arg_id|ID=$arg_ID|e=$arg_e|ck=$cookie_a|cb=$cookie_b|cc=$cookie_C|h=$host|hh=$http_host|\
+    ua=$http_user_agent|xc=$http_x_custom|xff=$http_x_forwarded_for|hc=$http_cookie|acc=$http_accept|\
+    ct=$content_type|sn=$server_name|hn=$hostname|ra=$remote_addr|bra=$binary_remote_addr|\
+    rp=$remote_port|sa=$server_addr|sp=$server_port|s=$scheme|m=$request_method|r=$request|\
+    br=${host}x${uri}";
+
+const SERVER_NAME: &str = "keys.test";
+
+/// One nginx under test: a single process (`master_process off`) in a scratch prefix.
+struct Nginx {
+    child: Child,
+    /// The default server with `merge_slashes on` (the default).
+    merged: SocketAddr,
+    /// The default server with `merge_slashes off`.
+    unmerged: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").expect("an ephemeral port").local_addr().expect("its address").port()
+}
+
+fn start(install: &Installation) -> Nginx {
+    let dir = tempfile::Builder::new().prefix("nk-keys-").tempdir().expect("a scratch prefix");
+    let p = dir.path();
+    let (a, b) = (free_port(), free_port());
+    let temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
+        .iter()
+        .map(|t| format!("  {t}_temp_path {};\n", p.join(t).display()))
+        .collect::<String>();
+    let conf = format!(
+        "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {pid};\nevents {{}}\nhttp {{\n  access_log off;\n{temp}\
+         \x20 server {{ listen 127.0.0.1:{a}; server_name {SERVER_NAME}; location / {{ return 200 \"{TEMPLATE}\"; }} }}\n\
+         \x20 server {{ listen 127.0.0.1:{b}; server_name {SERVER_NAME}; merge_slashes off; location / {{ return 200 \"{TEMPLATE}\"; }} }}\n}}\n",
+        pid = p.join("nginx.pid").display(),
+    );
+    let file = p.join("nginx.conf");
+    std::fs::write(&file, conf).expect("writing nginx.conf");
+    let mut cmd = Command::new(install.binary());
+    cmd.arg("-p").arg(p).arg("-c").arg(&file);
+    if install.version.rules().error_log_switch {
+        cmd.arg("-e").arg("stderr");
+    }
+    let stderr = std::fs::File::create(p.join("stderr")).expect("a stderr file");
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}", install.binary().display()));
+    let (merged, unmerged) = (SocketAddr::from(([127, 0, 0, 1], a)), SocketAddr::from(([127, 0, 0, 1], b)));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let log = || std::fs::read_to_string(p.join("stderr")).unwrap_or_default();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("nginx {} exited during startup ({status}):\n{}", install.label(), log());
+        }
+        if [merged, unmerged].iter().all(|s| TcpStream::connect_timeout(s, Duration::from_millis(200)).is_ok()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nginx {} did not listen within 15 s:\n{}", install.label(), log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Nginx { child, merged, unmerged, _dir: dir }
+}
+
+/// Sends `head` (request line and header lines, each ended by CRLF, plus `Connection: close` and the
+/// empty line) and returns the response's status and body, with the connection's two addresses.
+fn send(to: SocketAddr, head: &[u8]) -> (u16, Vec<u8>, SocketAddr) {
+    let mut s = TcpStream::connect(to).expect("connecting to nginx");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("a read timeout");
+    let client = s.local_addr().expect("the client address");
+    let mut bytes = head.to_vec();
+    bytes.extend_from_slice(b"Connection: close\r\n\r\n");
+    s.write_all(&bytes).expect("sending the request");
+    let mut response = Vec::new();
+    s.read_to_end(&mut response).expect("reading the response");
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("a response head");
+    let status_line = String::from_utf8_lossy(&response[..split]).lines().next().unwrap_or_default().to_string();
+    let status: u16 = status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("a status code");
+    (status, response[split + 4..].to_vec(), client)
+}
+
+/// What the library says for the same request: 200 and the key, or nginx's refusal.
+fn model(version: NginxVersion, head: &[u8], client: SocketAddr, server: SocketAddr, merge: bool) -> (u16, Vec<u8>) {
+    let mut bytes = head.to_vec();
+    bytes.extend_from_slice(b"Connection: close\r\n");
+    let req = Request::from_head(&bytes, client, server, Scheme::Http).expect("a request line");
+    let rules = version.key_rules();
+    match req.parse_as(rules, merge) {
+        Err(bad) => (bad.status().expect("a modelled refusal"), Vec::new()),
+        Ok(parsed) => {
+            let hostname = key::local_hostname();
+            let ctx = Context::new(rules, SERVER_NAME.as_bytes(), &hostname);
+            let expr = Expression::parse(TEMPLATE.as_bytes()).expect("the template parses");
+            (200, key::evaluate(&expr, &parsed, &ctx).expect("every variable is modelled"))
+        }
+    }
+}
+
+/// The requests: `(merge_slashes, head)`, each head's lines ended by CRLF.
+fn cases() -> Vec<(bool, Vec<u8>)> {
+    let h = "Host: keys.test\r\n";
+    let mut out: Vec<(bool, String)> = Vec::new();
+    for target in [
+        "/",
+        "/a//b///c",
+        "/a/./b/../c",
+        "/a/b/..",
+        "/a/.",
+        "/..",
+        "/a/../../b",
+        "/%2e%2E/x",
+        "/a%2Fb%2f%2fc",
+        "/%41%3f%23%25",
+        "/%zz",
+        "/%4",
+        "/a%00",
+        "/a?b=/../%zz#f",
+        "/a#f?x",
+        "/a/..?x",
+        "/a.b/c..d/....",
+        "/p?id=1&ID=2&xid=3&e=",
+        "/p?xid=1&id",
+        "/p?=x&Id=%41",
+        "/p?",
+        "/caf\u{e9}/%C3%A9?q=%20",
+        "/a+b%2B",
+        "/a b",
+        "/a\tb",
+    ] {
+        out.push((true, format!("GET {target} HTTP/1.1\r\n{h}")));
+    }
+    for target in ["/a//b", "//..", "/a//../b", "/x%2F%2F/y"] {
+        out.push((false, format!("GET {target} HTTP/1.1\r\n{h}")));
+    }
+    for line in [
+        "GET http://Ex.COM:81/p?q=1 HTTP/1.1",
+        "GET http://ex.com?q HTTP/1.1",
+        "GET http://ex.com HTTP/1.1",
+        "GET HTTP://[::1]:8080/x HTTP/1.1",
+        "GET http://a_b/ HTTP/1.1",
+        "get / HTTP/1.1",
+        "GET / HTTP/2.0",
+        "GET a HTTP/1.1",
+        "GET  /spaces   HTTP/1.1",
+        "PURGE /m HTTP/1.1",
+        "POST /m HTTP/1.0",
+        "GET /v HTTP/1.10",
+    ] {
+        out.push((true, format!("{line}\r\n{h}")));
+    }
+    out.push((true, "GET /noh HTTP/1.0\r\n".to_string()));
+    out.push((true, "GET /noh HTTP/1.1\r\n".to_string()));
+    for host in [
+        "Example.COM:8080",
+        "example.com.",
+        "[::1]:80",
+        "a..b",
+        "a/b",
+        ":80",
+        "a b",
+        "a@b",
+        "a:8x",
+        "x.test:99999",
+        "KEYS.test",
+    ] {
+        out.push((true, format!("GET /h HTTP/1.1\r\nHost: {host}\r\n")));
+    }
+    out.push((true, format!("GET /h HTTP/1.1\r\n{h}{h}")));
+    for headers in [
+        "X-Custom: one\r\nX-Custom: two\r\nx-custom:   three  \r\n",
+        "User-Agent: first\r\nUser-Agent: second\r\n",
+        "X-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2, 10.0.0.3\r\n",
+        "Content-Type: text/plain\r\nContent-Type: a/b\r\n",
+        "Accept: */*\r\nAccept: text/html\r\n",
+        "X_Custom: underscore\r\nX.Custom: dot\r\nX-Custom: dash\r\n",
+        "Cookie: a=1; b=2\r\nCookie: C=3\r\n",
+        "Cookie: a=1, b=2; C=3\r\n",
+        "Cookie: A = 5 ;b=6\r\n",
+        "Cookie: ab=1; a=2\r\n",
+        "Cookie: a;b=1\r\n",
+        "Cookie: x=1,b=7\r\n",
+        "Content-Length: 0\r\nContent-Length: 0\r\n",
+        "If-Match: a\r\nIf-Match: b\r\n",
+    ] {
+        out.push((true, format!("GET /hd HTTP/1.1\r\n{h}{headers}")));
+    }
+    out.into_iter().map(|(m, s)| (m, s.into_bytes())).collect()
+}
+
+#[test]
+fn library_keys_match_live_nginx() {
+    let root = Installation::default_root();
+    let installs = Installation::discover(&root);
+    if installs.is_empty() {
+        skip(&format!("keys_live: no nginx under {} — run scripts/provision-nginx", root.display()));
+        return;
+    }
+    let mut mismatches = Vec::new();
+    let mut checked = 0;
+    for install in &installs {
+        let nginx = start(install);
+        for (merge, head) in cases() {
+            let to = if merge { nginx.merged } else { nginx.unmerged };
+            let (status, body, client) = send(to, &head);
+            let (want_status, want_body) = model(install.version, &head, client, to, merge);
+            checked += 1;
+            let body = if status == 200 { body } else { Vec::new() };
+            if (status, &body) != (want_status, &want_body) {
+                mismatches.push(format!(
+                    "{} {:?} (merge_slashes {merge}):\n  nginx:   {status} {:?}\n  library: {want_status} {:?}",
+                    install.label(),
+                    String::from_utf8_lossy(&head),
+                    String::from_utf8_lossy(&body),
+                    String::from_utf8_lossy(&want_body)
+                ));
+            }
+        }
+        drop(nginx);
+    }
+    assert!(mismatches.is_empty(), "{} of {checked} requests differ:\n{}", mismatches.len(), mismatches.join("\n"));
+    let builds: Vec<String> = installs.iter().map(Installation::label).collect();
+    report(&format!("keys_live: {checked} requests, library keys equal nginx's on {}", builds.join(", ")));
+}
