@@ -314,3 +314,79 @@ impl Model {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::PickMap;
+    use crate::analysis::compare::{Comparison, Method as Counted};
+    use crate::{Method, Peer, Upstream};
+
+    fn upstream(servers: &[(&str, u32)]) -> Upstream {
+        Upstream::builder(Method::Consistent)
+            .peers(servers.iter().map(|&(s, w)| Peer::new(s).with_weight(w)))
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn engines_parse_and_refuse_what_they_lack() {
+        for s in [
+            "haproxy",
+            "haproxy@2.2.9:crc32,avalanche",
+            "haproxy@3.0.11:none,hash-key=addr-port,map-based",
+            "caddy@2.6.2",
+            "ingress-nginx",
+            "apisix",
+        ] {
+            let e: Engine = s.parse().unwrap();
+            assert_eq!(e.to_string().parse::<Engine>().unwrap(), e, "{s}");
+        }
+        let err = |s: &str| s.parse::<Engine>().unwrap_err().to_string();
+        assert_eq!(err("haproxy@2.6:hash-key=addr"), "haproxy 2.6.12 has no hash-key (3.0 on)");
+        assert_eq!(err("haproxy@2.2:none"), "haproxy 2.2.9 has no hash-type … none (3.0 on)");
+        assert_eq!(
+            err("haproxy:md5"),
+            "haproxy: invalid hash function \"md5\" (expected sdbm, djb2, wt6, crc32 or none)"
+        );
+        assert_eq!(err("haproxy@1.8"), "haproxy: invalid release \"1.8\" (expected 2.2.9, 2.6.12, 3.0.11 or 3.2.26)");
+        assert_eq!(err("envoy"), "unknown engine \"envoy\" (expected haproxy, caddy, ingress-nginx or apisix)");
+        assert_eq!(err("caddy:ip_hash"), "caddy: invalid option \"ip_hash\" (expected none)");
+    }
+
+    /// lua-resty-balancer's `t/chash.t` TEST 2 ("compare with nginx chash") runs APISIX's ids (`:` → NUL)
+    /// beside nginx's `hash $arg_key consistent` over the same three `ip:port` lines, weights 2, 2, 1, and
+    /// expects the same port for every key: exactly what the comparison must find over all 2³² values.
+    #[test]
+    fn apisix_agrees_with_nginx_exactly_on_ipv4_lines() {
+        let up = upstream(&[("127.0.0.1:1985", 2), ("127.0.0.1:1986", 2), ("127.0.0.1:1987", 1)]);
+        let map = PickMap::new(&up);
+        let c = Comparison::against_engine(&up, &map, Engine::Apisix, 0, 0).unwrap();
+        assert_eq!((c.method, c.agree), (Counted::Exact, c.total));
+        // Weights 2, 2, 4 become 1, 1, 2: APISIX keeps half of each server's points.
+        let up = upstream(&[("127.0.0.1:1985", 2), ("127.0.0.1:1986", 2), ("127.0.0.1:1987", 4)]);
+        let c = Comparison::against_engine(&up, &PickMap::new(&up), Engine::Apisix, 0, 0).unwrap();
+        assert!(c.agree < c.total && c.agree > c.total / 2, "{}", c.agree);
+    }
+
+    /// The exact count and a sample of the same engine agree within the sample's interval (HAProxy with
+    /// `crc32`, ingress-nginx).
+    #[test]
+    fn exact_and_sampled_counts_agree() {
+        let up = upstream(&[("10.0.0.1:80", 1), ("10.0.0.2:80", 2), ("10.0.0.3:80", 1), ("10.0.0.4:80", 1)]);
+        let map = PickMap::new(&up);
+        for engine in ["haproxy@2.6:crc32", "ingress-nginx", "apisix"] {
+            let engine: Engine = engine.parse().unwrap();
+            let exact = Comparison::against_engine(&up, &map, engine, 0, 0).unwrap();
+            assert_eq!(exact.method, Counted::Exact);
+            let sampled =
+                Comparison::sampled(&up, &map, crate::analysis::compare::Against::Engine(engine), 20_000, 3).unwrap();
+            let (lo, hi) = crate::analysis::compare::wilson(sampled.agree, sampled.total);
+            // 95% intervals, fixed seed: deterministic; widened by 0.01 against the 1-in-20 miss.
+            let p = exact.fraction(exact.agree);
+            assert!(lo - 0.01 <= p && p <= hi + 0.01, "{engine}: exact {p}, sample {lo}..{hi}");
+        }
+        let sdbm = Comparison::against_engine(&up, &map, "haproxy".parse().unwrap(), 1000, 1).unwrap();
+        assert!(matches!(sdbm.method, Counted::Sampled { keys: 1000, .. }));
+    }
+}

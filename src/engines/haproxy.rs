@@ -639,13 +639,6 @@ fn read_int64(key: &[u8]) -> i64 {
 mod tests {
     use super::*;
 
-    /// `wt6`'s 5-bit rotations: `rotate_left` by 0 keeps the value, as `(h << 0) | (h >> 32)` does on
-    /// x86 (a shift by 32 is masked to 0 there): both give `h`.
-    #[test]
-    fn rotations_by_zero_keep_the_value() {
-        assert_eq!(7u32.rotate_left(0), 7);
-    }
-
     #[test]
     fn read_int64_saturates_and_stops_at_a_non_digit() {
         assert_eq!(read_int64(b"123abc"), 123);

@@ -118,3 +118,32 @@ impl Ring {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// openresty/lua-resty-balancer `t/chash.t`, TEST 1 ("find"): nodes `server1` = 10, `server2` = 2,
+    /// `server3` = 1, keys `1` … `100000`: 77075, 14743 and 8182 keys, 2080 points. The engine's own
+    /// expected output, not ours.
+    #[test]
+    fn matches_the_libraries_own_test() {
+        let ring = Ring::new([(b"server1".to_vec(), 10), (b"server2".to_vec(), 2), (b"server3".to_vec(), 1)]);
+        assert_eq!(ring.len(), 2080);
+        let mut counts = [0u32; 3];
+        for i in 1..=100_000 {
+            counts[ring.pick(i.to_string().as_bytes())] += 1;
+        }
+        assert_eq!(counts, [77075, 14743, 8182]);
+    }
+
+    #[test]
+    fn segments_follow_the_lookup() {
+        let ring = Ring::new([(b"a:1".to_vec(), 1), (b"b:2".to_vec(), 3)]);
+        let segs = ring.crc32_segments();
+        for (k, &(start, node)) in segs.iter().enumerate() {
+            let end = segs.get(k + 1).map_or(u32::MAX, |&(s, _)| s - 1);
+            assert_eq!((ring.pick_crc(start), ring.pick_crc(end)), (node, node));
+        }
+    }
+}

@@ -217,6 +217,30 @@ fn compare_is_exact_against_pingora_and_sampled_against_md5_rings() {
 }
 
 #[test]
+fn compare_against_a_proxy_is_exact_where_it_hashes_with_crc32_and_says_what_is_proven() {
+    let c = conf("cmp-engines.conf", FIVE);
+    let c = c.to_str().unwrap();
+    // APISIX's ids are nginx's `host\0port` for ip:port lines: every key agrees, counted exactly.
+    let a = json(&run(&["compare", "--config", c, "--against", "apisix", "--format", "json"]));
+    assert_eq!((a["uniform"]["method"].as_str(), a["uniform"]["agree"].as_u64()), (Some("exact"), Some(1 << 32)));
+    assert!(a["provenance"].as_str().unwrap().ends_with("not proven live"), "{a}");
+    let h = json(&run(&["compare", "--config", c, "--against", "haproxy@2.6.12:crc32", "--format", "json"]));
+    assert_eq!(h["uniform"]["method"], "exact");
+    assert!(h["uniform"]["agree"].as_u64().unwrap() < 1 << 31, "a different ring: {h}");
+    let t = ok(&run(&["compare", "--config", c, "--against", "caddy@2.6.2", "--samples", "2000"]));
+    assert!(
+        t.contains("sampled: 2000 random keys")
+            && t.contains("caddy@2.6.2: modelled from")
+            && t.contains("proven live"),
+        "{t}"
+    );
+    let err = fails(&run(&["compare", "--config", c, "--against", "haproxy@2.2.9:hash-key=addr"]));
+    assert!(err.contains("haproxy 2.2.9 has no hash-key (3.0 on)"), "{err}");
+    let err = fails(&run(&["compare", "--config", c, "--against", "envoy"]));
+    assert!(err.contains("unknown engine \"envoy\""), "{err}");
+}
+
+#[test]
 fn bad_failed_arguments_are_refused_with_the_peers_listed() {
     let c = conf("bad.conf", FIVE);
     let c = c.to_str().unwrap();

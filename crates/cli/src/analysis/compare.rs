@@ -1,4 +1,5 @@
-//! `nginx-ketama compare`: how many keys another ketama implementation sends to the same server.
+//! `nginx-ketama compare`: how many keys another ketama implementation, or another proxy, sends to the same
+//! server.
 
 use super::unit_words;
 use crate::args::{ConfigArgs, FormatArg, KeysFile};
@@ -7,17 +8,25 @@ use crate::render::{Format, json};
 use anyhow::Result;
 use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
+use nginx_ketama::engines::Engine;
 use std::io::{BufWriter, Write};
 
-/// The implementations `--against` names.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Other {
-    /// pingora-ketama 0.9.1 (exact).
-    PingoraKetama,
-    /// libketama's MD5 ring (sampled).
-    Libketama,
-    /// "MD5 of server:i, 160 virtual nodes" (sampled).
-    Md5Vnodes,
+/// What `--against` names: a ketama implementation or another proxy (`nginx_ketama::engines::Engine`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Other(Against);
+
+/// `--against`'s parser: `pingora-ketama`, `libketama`, `md5-vnodes`, or an engine
+/// (`haproxy[@RELEASE][:OPTION,…]`, `caddy[@RELEASE]`, `ingress-nginx`, `apisix`).
+fn parse_other(s: &str) -> Result<Other, String> {
+    Ok(Other(match s {
+        "pingora-ketama" => Against::PingoraKetama,
+        "libketama" => Against::Libketama,
+        "md5-vnodes" => Against::Md5Vnodes,
+        _ => Against::Engine(
+            s.parse::<Engine>()
+                .map_err(|e| format!("{e}; or pingora-ketama (exact), libketama, md5-vnodes (sampled)"))?,
+        ),
+    }))
 }
 
 /// `compare`'s arguments.
@@ -25,13 +34,16 @@ enum Other {
 pub(crate) struct Args {
     #[command(flatten)]
     config: ConfigArgs,
-    /// The other implementation.
-    #[arg(long, value_enum)]
+    /// The other implementation: pingora-ketama (exact), libketama, md5-vnodes (sampled), or a proxy:
+    /// haproxy[@2.2.9|2.6.12|3.0.11|3.2.26][:sdbm|djb2|wt6|crc32|none,avalanche,map-based,hash-key=id|addr|addr-port,allbackups],
+    /// caddy[@2.6.2|2.11.4], ingress-nginx, apisix (exact where the proxy hashes the key with CRC-32 on
+    /// intervals, sampled otherwise; docs/engines.md).
+    #[arg(long, value_parser = parse_other, value_name = "IMPLEMENTATION")]
     against: Other,
-    /// MD5 rings: how many random keys to sample.
+    /// Sampled comparisons: how many random keys.
     #[arg(long, default_value_t = 100_000)]
     samples: u64,
-    /// MD5 rings: the sample's seed.
+    /// Sampled comparisons: the sample's seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]
@@ -45,6 +57,9 @@ pub(crate) struct Args {
 struct CompareJson<'a> {
     upstream: &'a str,
     against: &'a str,
+    /// For a proxy: what its model is read from, and whether it is proven live.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provenance: Option<&'a str>,
     /// Over the hash space: exact (pingora-ketama) or sampled (MD5 rings).
     uniform: &'a Report<'a>,
     /// With `--keys`.
@@ -160,13 +175,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let loaded = args.config.load()?;
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::new(up);
-    let against = match args.against {
-        Other::PingoraKetama => Against::PingoraKetama,
-        Other::Libketama => Against::Libketama,
-        Other::Md5Vnodes => Against::Md5Vnodes,
-    };
+    let against = args.against.0;
     let uniform = match against {
         Against::PingoraKetama => Comparison::exact(up, &map)?,
+        Against::Engine(engine) => Comparison::against_engine(up, &map, engine, args.samples, args.seed)?,
         _ => Comparison::sampled(up, &map, against, args.samples, args.seed)?,
     };
     let keys = match args.keys.count(|keys| Comparison::of_keys(up, &map, against, keys))? {
@@ -184,6 +196,9 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 _ => "over random keys".into(),
             };
             writeln!(out, "upstream {name} (nginx {}) against {other}: {how}", up.version())?;
+            if let Against::Engine(engine) = against {
+                writeln!(out, "{}", provenance(&engine))?;
+            }
             report.write_table(&mut out)?;
             if let Some((path, k)) = &over_keys {
                 writeln!(out, "\nover the {} keys of {}:", k.comparison.total, path.display())?;
@@ -191,9 +206,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             }
         }
         Format::Json => {
+            let provenance = match against {
+                Against::Engine(engine) => Some(provenance(&engine)),
+                _ => None,
+            };
             let doc = CompareJson {
                 upstream: name,
                 against: &other,
+                provenance: provenance.as_deref(),
                 uniform: &report,
                 keys: over_keys.as_ref().map(|(_, k)| k),
             };
@@ -206,4 +226,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// "ENGINE: modelled from <source>; proven live …" or "…; not proven live".
+fn provenance(engine: &Engine) -> String {
+    let live = if engine.proven_live() {
+        "proven live against the real engine (tests/engines_live.rs)"
+    } else {
+        "not proven live"
+    };
+    format!("{engine}: modelled from {}; {live}", engine.source())
 }
