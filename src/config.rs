@@ -54,6 +54,7 @@ pub use error::{ConfigError, ErrorKind, Location, Text};
 pub use includes::MAX_CONFIG_BYTES;
 pub use walk::{MAX_INCLUDE_DEPTH, MAX_NESTING};
 
+use crate::failure::{Proxying, RetryPolicy, StreamPolicy};
 use crate::upstream::Upstream;
 use crate::version::{Libc, NginxVersion};
 use std::fmt;
@@ -164,6 +165,60 @@ pub struct UpstreamConfig {
     pub servers: Vec<Location>,
     /// Its balancer.
     pub balancer: Balancer,
+    /// Whether it caches connections.
+    pub keepalive: Keepalive,
+}
+
+/// Whether an `upstream` block keeps connections to its servers (`ngx_http_upstream_keepalive_module`), which
+/// decides whether attempts can meet stale cached connections (algorithm §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keepalive {
+    /// No connections are cached (no `keepalive` before 1.29.7, `keepalive 0`, or a `stream` upstream).
+    Off,
+    /// Up to this many idle connections per worker: `keepalive N`, or 32 by default since 1.29.7. Before
+    /// 1.29.7 they are reused only with `proxy_http_version 1.1` and an empty `Connection` header.
+    Cached(u32),
+    /// `keepalive` came before a balancing method, which replaced it (before 1.29.7, with the warning
+    /// `load balancing method redefined`): nothing is cached.
+    Replaced,
+}
+
+/// The retry rules of one place that proxies to an upstream (algorithm §5.1, §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// An http location: `*_next_upstream`, `_tries`, `_timeout` of its module, as inherited.
+    Http(RetryPolicy),
+    /// A stream server: `proxy_next_upstream on|off`, `_tries`, `_timeout`.
+    Stream(StreamPolicy),
+}
+
+/// One `*_pass` that names an `upstream` block, with the retry rules in force there.
+///
+/// # Example
+///
+/// ```
+/// use nginx_ketama::config::{Config, LoadOptions, Retry};
+/// use nginx_ketama::failure::Condition;
+///
+/// let text = "upstream u { hash $uri consistent; server 10.0.0.1; server 10.0.0.2; }\n\
+///             proxy_next_upstream error http_502;\n\
+///             server { location / { proxy_pass http://u; proxy_next_upstream_tries 2; } }";
+/// let conf = Config::parse_str(text, "x.conf", &LoadOptions::fragment())?;
+/// let Retry::Http(policy) = conf.proxied[0].retry else { unreachable!() };
+/// assert!(policy.next_upstream.contains(Condition::Http502));
+/// assert_eq!((conf.proxied[0].upstream.as_str(), policy.tries), ("u", 2));
+/// # Ok::<(), nginx_ketama::config::ConfigError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Proxied {
+    /// The upstream's name as written in the `*_pass` URL.
+    pub upstream: String,
+    /// The module (`proxy_pass`, `memcached_pass`, …; stream: `proxy_pass`).
+    pub module: Proxying,
+    /// Where the `*_pass` directive is.
+    pub location: Location,
+    /// The rules in force there.
+    pub retry: Retry,
 }
 
 /// A hash upstream found by [`Config::hash_upstream`].
@@ -212,6 +267,8 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// Warnings nginx would log.
     pub warnings: Vec<Warning>,
+    /// Every `*_pass` naming an `upstream` block, in file order, with its retry rules.
+    pub proxied: Vec<Proxied>,
 }
 
 impl Config {
@@ -261,6 +318,7 @@ impl Config {
             files: walk.files,
             upstreams: walk.upstreams,
             warnings: walk.warnings,
+            proxied: walk.proxied,
         })
     }
 

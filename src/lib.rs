@@ -33,6 +33,8 @@
 //!   [`Ring`]; [`Upstream::route`] answers "who gets this key?" statelessly.
 //! * [`Worker`] — a per-worker simulator reproducing nginx request by request: retries, the 20-miss budget,
 //!   round-robin fallbacks, `max_fails`/`fail_timeout`, several addresses under one name.
+//! * [`failure`] — what an attempt can end with (status codes, timeouts, invalid headers, stale keepalive
+//!   connections) and nginx's retry policy (`proxy_next_upstream` & co.), applied by the [`Worker`].
 //! * [`config`] — reads `upstream` blocks from a real `nginx.conf` (with `include`), with nginx's errors.
 //! * [`analysis`] — exact answers over the whole hash space: shares, explanations, diffs, forged keys and
 //!   agreement with other ketama implementations.
@@ -62,6 +64,7 @@ pub mod config;
 #[cfg(feature = "engines")]
 pub mod engines;
 pub mod key;
+pub mod failure;
 #[cfg(feature = "md5")]
 pub mod md5_variants;
 mod peer;

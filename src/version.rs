@@ -92,6 +92,11 @@ pub struct Rules {
     pub sticky: bool,
     /// `keepalive 0` (keepalive on by default; 0 turns it off) and `keepalive N local`.
     pub keepalive_zero_and_local: bool,
+    /// Every explicit http upstream caches 32 keepalive connections unless `keepalive 0` (and `proxy_pass`
+    /// speaks HTTP/1.1 by default), and `keepalive` no longer takes the balancer's slot: before, a
+    /// balancing method after `keepalive` warned `load balancing method redefined` and dropped it
+    /// (algorithm §2.3, §5.1).
+    pub keepalive_by_default: bool,
     /// Which column of the probed directive tables applies (the newest probed release not after this one).
     pub(crate) directive_table: usize,
 }
@@ -105,6 +110,7 @@ impl Rules {
         ip_literal_resolve_is_static: false,
         sticky: false,
         keepalive_zero_and_local: false,
+        keepalive_by_default: false,
         directive_table: 0,
     };
 }
@@ -123,7 +129,10 @@ pub const RULES: &[(NginxVersion, RuleChange)] = &[
         r.ip_literal_resolve_is_static = true;
     }),
     (NginxVersion::new(1, 29, 6), |r| r.sticky = true),
-    (NginxVersion::new(1, 29, 7), |r| r.keepalive_zero_and_local = true),
+    (NginxVersion::new(1, 29, 7), |r| {
+        r.keepalive_zero_and_local = true;
+        r.keepalive_by_default = true;
+    }),
 ];
 
 /// A routing rule that changed between releases, under the name the golden vectors give it: each vector

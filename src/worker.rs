@@ -6,6 +6,7 @@
 //! over from one request to the next. [`Worker`] keeps exactly that state, so that feeding it the same
 //! requests a fresh nginx worker receives reproduces nginx's `$upstream_addr` attempt by attempt.
 
+use crate::failure::{self, Attempt, ClientRequest, Decision, Freed, RetryPolicy, StreamAttempt, StreamPolicy};
 use crate::peer::{List, Peer, PeerId};
 use crate::plain::{RehashSequence, Slots};
 use crate::upstream::{Balancer, Chash, MAX_HASH_MISSES, Upstream};
@@ -35,17 +36,58 @@ pub struct Outcome {
     /// `true` if at least one pick (or the final "no live upstreams") came from nginx's round-robin code
     /// rather than from the hash: the empty key, a single peer, or more than [`MAX_HASH_MISSES`] misses.
     pub round_robin: bool,
+    /// Per attempt, how the peer was freed and its `$upstream_status` (same order as `attempts`).
+    pub results: Vec<AttemptResult>,
+    /// What the client got: the passed response's status, or nginx's own 502/504 (stream: `$status`,
+    /// 200 or 502).
+    pub client_status: u16,
 }
 
-/// Per-peer state nginx keeps in `ngx_http_upstream_rr_peer_t`.
-#[derive(Debug, Clone)]
-struct PeerState {
+/// How one attempt ended for nginx's accounting (algorithm §5.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttemptResult {
+    /// The state the peer was freed with.
+    pub freed: Freed,
+    /// `$upstream_status` of the attempt (502 or 504 for errors and timeouts).
+    pub upstream_status: u16,
+}
+
+/// Per-peer state nginx keeps in `ngx_http_upstream_rr_peer_t`; read it with [`Worker::peer_state`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerState {
     current_weight: i64,
     effective_weight: i64,
     fails: u32,
     accessed: u64,
     checked: u64,
     conns: u32,
+}
+
+impl PeerState {
+    /// `current_weight` (smooth weighted round robin).
+    pub fn current_weight(&self) -> i64 {
+        self.current_weight
+    }
+
+    /// `effective_weight` (lowered by failures, recovering by 1 per round-robin pass).
+    pub fn effective_weight(&self) -> i64 {
+        self.effective_weight
+    }
+
+    /// `fails`: failures counted since the last reset.
+    pub fn fails(&self) -> u32 {
+        self.fails
+    }
+
+    /// `accessed`: the second of the last counted failure.
+    pub fn accessed(&self) -> u64 {
+        self.accessed
+    }
+
+    /// `checked`: the second of the last failure or of the first pick after `fail_timeout`.
+    pub fn checked(&self) -> u64 {
+        self.checked
+    }
 }
 
 impl PeerState {
@@ -183,7 +225,7 @@ impl<'u> Worker<'u> {
     /// `fails(peer)` says whether connecting to that peer fails (e.g. the port is closed). A failure is
     /// counted against the peer (`max_fails`/`fail_timeout`) exactly as nginx counts it.
     pub fn request(&mut self, key: &[u8], now: u64, fails: impl FnMut(&Peer) -> bool) -> Outcome {
-        self.run(key, &mut || now, fails, None)
+        self.refused_run(key, &mut || now, fails, None)
     }
 
     /// [`Worker::request`] with a clock that may move during the request: `clock` is read where nginx reads
@@ -216,7 +258,7 @@ impl<'u> Worker<'u> {
         mut clock: impl FnMut() -> u64,
         fails: impl FnMut(&Peer) -> bool,
     ) -> Outcome {
-        self.run(key, &mut clock, fails, None)
+        self.refused_run(key, &mut clock, fails, None)
     }
 
     /// [`Worker::request`], recording every step nginx takes in `trace` (appended): each ring point or
@@ -248,21 +290,135 @@ impl<'u> Worker<'u> {
         fails: impl FnMut(&Peer) -> bool,
         trace: &mut Vec<Step>,
     ) -> Outcome {
-        self.run(key, &mut || now, fails, Some(trace))
+        self.refused_run(key, &mut || now, fails, Some(trace))
     }
 
-    fn run(
+    /// Runs one HTTP request as nginx does with a retry `policy` (`proxy_next_upstream`, `_tries`,
+    /// `_timeout`) for a `client` request (method, body buffering): `reply(peer)` says how the attempt at
+    /// that peer ends (a status, a refused connection, a timeout, an invalid header, a stale keepalive
+    /// connection) and how long it took. Which attempt comes next, when the sequence stops, what the client
+    /// gets and how each peer is freed follow algorithm §5.1 ([`failure::decide`]).
+    ///
+    /// [`Worker::request`] is the shorthand for refused connections with the default policy.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::failure::{ClientRequest, Condition, Freed, NextUpstream, Reply, RetryPolicy};
+    /// use nginx_ketama::{Method, Peer, Status, Upstream, Worker};
+    ///
+    /// let up = Upstream::builder(Method::Consistent)
+    ///     .peers(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"].map(Peer::new))
+    ///     .build()?;
+    /// let policy = RetryPolicy { next_upstream: NextUpstream::default().with(Condition::Http503), tries: 2, ..Default::default() };
+    /// // Every server answers 503: the first 503 is a failure and moves on; the second is the last try,
+    /// // so it is passed to the client and its server is freed as a success.
+    /// let mut w = Worker::new(&up);
+    /// let out = w.request_with(b"k", 0, &policy, &ClientRequest::default(), |_| Reply::Status(503));
+    /// assert_eq!((out.attempts.len(), out.status, out.client_status), (2, Status::Answered, 503));
+    /// assert_eq!(out.results[0].freed, Freed::Failed);
+    /// assert_eq!(out.results[1].freed, Freed::Success);
+    /// assert_eq!(w.peer_state(out.attempts[1]).fails(), 0);
+    /// # Ok::<(), nginx_ketama::UpstreamError>(())
+    /// ```
+    pub fn request_with<A: Into<Attempt>>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        policy: &RetryPolicy,
+        client: &ClientRequest,
+        mut reply: impl FnMut(&Peer) -> A,
+    ) -> Outcome {
+        let mut elapsed = 0u64;
+        let budget = policy.budget(self.peer_budget());
+        let mut judge = |peer: &Peer, left: u32| {
+            let attempt: Attempt = reply(peer).into();
+            elapsed = elapsed.saturating_add(attempt.ms);
+            failure::decide(attempt.reply, policy, client, left, elapsed)
+        };
+        self.run(key, &mut || now, budget, &mut judge, None)
+    }
+
+    /// Runs one `stream` session (algorithm §7): only connecting can fail over, `proxy_next_upstream` is
+    /// on or off, a connected session frees its peer as a success, a UDP socket error counts without a
+    /// retry ([`failure::decide_stream`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::failure::{StreamPolicy, StreamReply};
+    /// use nginx_ketama::{Method, Peer, Status, Upstream, Worker};
+    ///
+    /// let up = Upstream::builder(Method::Consistent).peers(["127.0.0.1:1", "127.0.0.1:2"].map(Peer::new)).build()?;
+    /// let off = StreamPolicy { next_upstream: false, ..Default::default() };
+    /// let out = Worker::new(&up).session(b"k", 0, &off, |_| StreamReply::Refused);
+    /// assert_eq!((out.attempts.len(), out.status, out.client_status), (1, Status::Failed, 502));
+    /// # Ok::<(), nginx_ketama::UpstreamError>(())
+    /// ```
+    pub fn session<A: Into<StreamAttempt>>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        policy: &StreamPolicy,
+        mut reply: impl FnMut(&Peer) -> A,
+    ) -> Outcome {
+        let mut elapsed = 0u64;
+        let budget = policy.budget(self.peer_budget());
+        let mut judge = |peer: &Peer, _left: u32| {
+            let attempt: StreamAttempt = reply(peer).into();
+            elapsed = elapsed.saturating_add(attempt.ms);
+            failure::decide_stream(attempt.reply, policy, elapsed)
+        };
+        self.run(key, &mut || now, budget, &mut judge, None)
+    }
+
+    /// A peer's state as this worker holds it now.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is not a peer of the upstream.
+    pub fn peer_state(&self, id: PeerId) -> &PeerState {
+        match id.list {
+            List::Primary => &self.primary[id.index],
+            List::Backup => &self.backup[id.index],
+        }
+    }
+
+    /// `pc->tries` before any cap: every address, primary and backup; since nginx 1.19.6 only the ones not
+    /// marked `down` (algorithm §5, the retry budget).
+    fn peer_budget(&self) -> u32 {
+        let up = self.upstream;
+        let counts = |p: &&Peer| !p.is_down() || !up.version().rules().retry_budget_skips_down;
+        up.primary().iter().chain(up.backup()).filter(counts).count() as u32
+    }
+
+    /// The refused-only shorthand's judge: a failure is an `error` retried by the default policy.
+    fn refused_run(
         &mut self,
         key: &[u8],
         clock: &mut dyn FnMut() -> u64,
         mut fails: impl FnMut(&Peer) -> bool,
         trace: Option<&mut Vec<Step>>,
     ) -> Outcome {
+        let policy = RetryPolicy::default();
+        let client = ClientRequest::default();
+        let mut judge = |peer: &Peer, left: u32| {
+            let reply = if fails(peer) { failure::Reply::Refused } else { failure::Reply::OK };
+            failure::decide(reply, &policy, &client, left, 0)
+        };
+        let budget = self.peer_budget();
+        self.run(key, clock, budget, &mut judge, trace)
+    }
+
+    fn run(
+        &mut self,
+        key: &[u8],
+        clock: &mut dyn FnMut() -> u64,
+        budget: u32,
+        judge: &mut dyn FnMut(&Peer, u32) -> Decision,
+        trace: Option<&mut Vec<Step>>,
+    ) -> Outcome {
         let up = self.upstream;
-        // pc->tries: every address, primary and backup (no `proxy_next_upstream_tries` cap); since nginx
-        // 1.19.6 only the ones not marked `down` (algorithm §5, the retry budget).
-        let counts = |p: &&Peer| !p.is_down() || !up.version().rules().retry_budget_skips_down;
-        let budget = up.primary().iter().chain(up.backup()).filter(counts).count() as u32;
         let mut walk = match up.balancer() {
             Balancer::Consistent(chash) => {
                 let point = if chash.ring().is_empty() { 0 } else { chash.ring().locate_key(key) };
@@ -280,24 +436,30 @@ impl<'u> Worker<'u> {
             trace,
         };
         let mut attempts = Vec::new();
-        let status = loop {
+        let mut results = Vec::new();
+        let (status, client_status) = loop {
             let Some(index) = self.get(&mut req, &mut walk, clock()) else {
-                break Status::NoLiveUpstreams;
+                break (Status::NoLiveUpstreams, 502);
             };
             let id = PeerId { list: req.list, index };
             attempts.push(id);
-            let failed = fails(up.peer(id));
+            let d = judge(up.peer(id), req.budget);
+            results.push(AttemptResult { freed: d.freed, upstream_status: d.upstream_status });
+            let failed = d.freed == Freed::Failed;
             req.record(|| Step::Attempt { peer: id, failed });
             self.free(&mut req, index, failed, clock);
-            if !failed {
-                break Status::Answered;
+            if d.given_back {
+                req.budget += 1;
+            }
+            if !d.retry {
+                break (if failed { Status::Failed } else { Status::Answered }, d.client_status);
             }
             if req.budget == 0 {
-                break Status::Failed;
+                break (Status::Failed, d.client_status);
             }
         };
         req.record(|| Step::End(status));
-        Outcome { attempts, status, round_robin: req.round_robin }
+        Outcome { attempts, status, round_robin: req.round_robin, results, client_status }
     }
 
     fn states(&mut self, list: List) -> &mut Vec<PeerState> {
@@ -887,5 +1049,244 @@ mod tests {
         let b = Worker::new(&new).request(b"k", 0, |p| p.name() == "127.0.0.1:1");
         assert_eq!((a.status, ports(&old, &a)), (b.status, ports(&new, &b)));
         assert_eq!(a.status, Status::Answered);
+    }
+
+    mod failures {
+        use super::*;
+        use crate::Route;
+        use crate::failure::{
+            ClientRequest, Condition, Freed, NextUpstream, Reply, RequestBody, RequestMethod, RetryPolicy,
+            StreamPolicy, StreamReply,
+        };
+
+        fn three() -> Upstream {
+            Upstream::builder(Method::Consistent)
+                .peers((1..=3).map(|p| Peer::new(format!("127.0.0.1:{p}"))))
+                .build()
+                .unwrap()
+        }
+
+        fn listing(conditions: &[Condition]) -> RetryPolicy {
+            RetryPolicy {
+                next_upstream: conditions.iter().fold(NextUpstream::DEFAULT, |s, &c| s.with(c)),
+                ..RetryPolicy::default()
+            }
+        }
+
+        fn freed(out: &Outcome) -> Vec<Freed> {
+            out.results.iter().map(|r| r.freed).collect()
+        }
+
+        /// Algorithm §5.1: a listed status fails a peer only when another attempt follows; the last one is
+        /// passed to the client and its peer freed as a success (`ngx_http_upstream_test_next()`).
+        #[test]
+        fn the_last_attempts_listed_status_is_passed_on_as_a_success() {
+            let up = three();
+            let mut w = Worker::new(&up);
+            let out = w.request_with(b"k", 100, &listing(&[Condition::Http502]), &ClientRequest::default(), |_| {
+                Reply::Status(502)
+            });
+            assert_eq!(freed(&out), [Freed::Failed, Freed::Failed, Freed::Success]);
+            assert_eq!((out.status, out.client_status), (Status::Answered, 502));
+            let fails: Vec<u32> = out.attempts.iter().map(|&id| w.peer_state(id).fails()).collect();
+            assert_eq!(fails, [1, 1, 0]);
+            // With proxy_next_upstream_tries 1 no status is ever a failure.
+            let once = RetryPolicy { tries: 1, ..listing(&[Condition::Http502]) };
+            let mut w = Worker::new(&up);
+            let out = w.request_with(b"k", 100, &once, &ClientRequest::default(), |_| Reply::Status(502));
+            assert_eq!((freed(&out), w.peer_state(out.attempts[0]).fails()), (vec![Freed::Success], 0));
+            // Unlisted (the default policy): passed on at once.
+            let out =
+                Worker::new(&up).request_with(b"k", 100, &RetryPolicy::default(), &ClientRequest::default(), |_| {
+                    Reply::Status(503)
+                });
+            assert_eq!((out.attempts.len(), out.client_status), (1, 503));
+        }
+
+        /// 403 and 404 free as NEXT: tried (the retry goes elsewhere) but not failed; 429 is FAILED.
+        #[test]
+        fn listed_403_and_404_are_next_and_429_is_failed() {
+            let up = three();
+            let p = listing(&[Condition::Http404, Condition::Http429]);
+            let mut w = Worker::new(&up);
+            let out = w.request_with(b"k", 100, &p, &ClientRequest::default(), |_| Reply::Status(404));
+            assert_eq!(freed(&out), [Freed::Next, Freed::Next, Freed::Success]);
+            for &id in &out.attempts {
+                assert_eq!((w.peer_state(id).fails(), w.peer_state(id).effective_weight()), (0, 1));
+            }
+            let out = w.request_with(b"k", 100, &p, &ClientRequest::default(), |_| Reply::Status(429));
+            assert_eq!(freed(&out), [Freed::Failed, Freed::Failed, Freed::Success]);
+            assert_eq!(w.peer_state(out.attempts[0]).fails(), 1);
+        }
+
+        /// Errors and timeouts are counted even when not retried (`proxy_next_upstream off`).
+        #[test]
+        fn errors_count_against_the_peer_when_the_sequence_stops() {
+            let up = three();
+            let off = RetryPolicy { next_upstream: NextUpstream::OFF, ..RetryPolicy::default() };
+            let mut w = Worker::new(&up);
+            let out = w.request_with(b"k", 100, &off, &ClientRequest::default(), |_| Reply::ReadTimeout);
+            assert_eq!((out.attempts.len(), out.status, out.client_status), (1, Status::Failed, 504));
+            assert_eq!(w.peer_state(out.attempts[0]).fails(), 1);
+            // The next request within fail_timeout passes that peer over.
+            let next = w.request_with(b"k", 105, &off, &ClientRequest::default(), |_| Reply::OK);
+            assert_ne!(next.attempts[0], out.attempts[0]);
+        }
+
+        /// With budget left but nothing usable, a retried 5xx ends in "no live upstreams" (502).
+        #[test]
+        fn a_retried_status_can_end_with_no_live_upstreams() {
+            let up = Upstream::builder(Method::Consistent)
+                .peers((1..=2).map(|p| Peer::new(format!("127.0.0.1:{p}"))))
+                .build()
+                .unwrap();
+            let mut w = Worker::new(&up);
+            let first = w.request(b"k", 100, |_| false).attempts[0];
+            let other = PeerId { list: List::Primary, index: 1 - first.index };
+            // Fail the other peer (refused), then ask again within its fail_timeout.
+            let key = (0..)
+                .map(|i| format!("o{i}"))
+                .find(|k| up.route(k.as_bytes()) == Route::Server(up.peer(other).server()))
+                .unwrap();
+            w.request(key.as_bytes(), 100, |p| p.name() == up.peer(other).name());
+            assert_eq!(w.peer_state(other).fails(), 1);
+            let out = w.request_with(b"k", 101, &listing(&[Condition::Http503]), &ClientRequest::default(), |_| {
+                Reply::Status(503)
+            });
+            assert_eq!((out.attempts, out.status, out.client_status), (vec![first], Status::NoLiveUpstreams, 502));
+            assert_eq!(freed_first(&w, first), 1);
+        }
+
+        fn freed_first(w: &Worker<'_>, id: PeerId) -> u32 {
+            w.peer_state(id).fails()
+        }
+
+        /// An error on a cached connection gives the attempt back (even past `proxy_next_upstream_tries 1`);
+        /// the peer is still failed and stays tried. A timeout there is not given back.
+        #[test]
+        fn a_stale_keepalive_connection_gives_the_attempt_back() {
+            let up = three();
+            let once = RetryPolicy { tries: 1, ..RetryPolicy::default() };
+            let mut w = Worker::new(&up);
+            let mut n = 0;
+            let out = w.request_with(b"k", 100, &once, &ClientRequest::default(), |_| {
+                n += 1;
+                if n == 1 { Reply::StaleConnection } else { Reply::OK }
+            });
+            assert_eq!(freed(&out), [Freed::Failed, Freed::Success]);
+            assert_ne!(out.attempts[0], out.attempts[1]);
+            assert_eq!(w.peer_state(out.attempts[0]).fails(), 1);
+            let out =
+                Worker::new(&up).request_with(b"k", 100, &once, &ClientRequest::default(), |_| Reply::ReadTimeout);
+            assert_eq!(out.attempts.len(), 1);
+            // A single peer gets its attempt back too, and is tried again (the single getter has no tried test).
+            let single = Upstream::builder(Method::Consistent).peer(Peer::new("127.0.0.1:1")).build().unwrap();
+            let mut n = 0;
+            let out = Worker::new(&single).request_with(
+                b"k",
+                100,
+                &RetryPolicy::default(),
+                &ClientRequest::default(),
+                |_| {
+                    n += 1;
+                    if n == 1 { Reply::StaleConnection } else { Reply::OK }
+                },
+            );
+            assert_eq!((out.attempts.len(), out.status), (2, Status::Answered));
+            let out = Worker::new(&single).request_with(
+                b"k",
+                100,
+                &RetryPolicy::default(),
+                &ClientRequest::default(),
+                |_| Reply::Closed,
+            );
+            assert_eq!((out.attempts.len(), out.status), (1, Status::Failed));
+        }
+
+        /// POST once sent, or a sent unbuffered body: no retry without `non_idempotent`; still counted.
+        #[test]
+        fn methods_and_bodies_stop_the_sequence_not_the_accounting() {
+            let up = three();
+            let post = ClientRequest { method: RequestMethod::Post, body: RequestBody::Buffered };
+            let mut w = Worker::new(&up);
+            let out = w.request_with(b"k", 100, &RetryPolicy::default(), &post, |_| Reply::ReadTimeout);
+            assert_eq!((out.attempts.len(), out.client_status), (1, 504));
+            assert_eq!(w.peer_state(out.attempts[0]).fails(), 1);
+            let out = Worker::new(&up).request_with(b"k", 100, &RetryPolicy::default(), &post, |_| Reply::Refused);
+            assert_eq!(out.attempts.len(), 3, "a refused connect did not send the POST");
+            let idem = listing(&[Condition::NonIdempotent]);
+            let out = Worker::new(&up).request_with(b"k", 100, &idem, &post, |_| Reply::ReadTimeout);
+            assert_eq!(out.attempts.len(), 3);
+            let streamed = ClientRequest { method: RequestMethod::Put, body: RequestBody::Unbuffered };
+            let out = Worker::new(&up).request_with(b"k", 100, &idem, &streamed, |_| Reply::Closed);
+            assert_eq!(out.attempts.len(), 1);
+        }
+
+        #[test]
+        fn the_next_upstream_timeout_stops_retries() {
+            let up = three();
+            let p = RetryPolicy { timeout_ms: 100, ..RetryPolicy::default() };
+            let out = Worker::new(&up).request_with(b"k", 100, &p, &ClientRequest::default(), |_| {
+                crate::failure::Attempt { reply: Reply::ConnectTimeout, ms: 60 }
+            });
+            assert_eq!((out.attempts.len(), out.client_status), (2, 504));
+        }
+
+        /// A success after `fail_timeout` clears the failures (accessed < checked), a passed 5xx included.
+        #[test]
+        fn a_passed_status_after_fail_timeout_resets_fails() {
+            let up = three();
+            let mut w = Worker::new(&up);
+            let owner = w.request(b"k", 100, |_| false).attempts[0];
+            w.request(b"k", 100, |p| p.name() == up.peer(owner).name());
+            assert_eq!(w.peer_state(owner).fails(), 1);
+            let out =
+                w.request_with(b"k", 111, &RetryPolicy::default(), &ClientRequest::default(), |_| Reply::Status(502));
+            assert_eq!(out.attempts, [owner]);
+            assert_eq!(w.peer_state(owner).fails(), 0);
+        }
+
+        /// Stream (algorithm §7): connects fail over when on; off counts without retrying; UDP errors count.
+        #[test]
+        fn stream_sessions_fail_over_on_connects_only() {
+            let up = three();
+            let mut w = Worker::new(&up);
+            let mut n = 0;
+            let out = w.session(b"k", 100, &StreamPolicy::default(), |_| {
+                n += 1;
+                if n == 1 { StreamReply::Refused } else { StreamReply::Connected }
+            });
+            assert_eq!((freed(&out), out.client_status), (vec![Freed::Failed, Freed::Success], 200));
+            let off = StreamPolicy { next_upstream: false, ..StreamPolicy::default() };
+            let out = Worker::new(&up).session(b"k", 100, &off, |_| StreamReply::ConnectTimeout);
+            assert_eq!((out.attempts.len(), out.status), (1, Status::Failed));
+            let mut w = Worker::new(&up);
+            let out = w.session(b"k", 100, &StreamPolicy::default(), |_| StreamReply::UdpError);
+            assert_eq!((out.attempts.len(), out.status), (1, Status::Failed));
+            assert_eq!(w.peer_state(out.attempts[0]).fails(), 1);
+            let capped = StreamPolicy { tries: 2, ..StreamPolicy::default() };
+            assert_eq!(Worker::new(&up).session(b"k", 100, &capped, |_| StreamReply::Refused).attempts.len(), 2);
+        }
+
+        /// The shorthand is the default policy with refused connections.
+        #[test]
+        fn refused_shorthand_matches_the_policy_form() {
+            let up = three();
+            for i in 0..50 {
+                let key = format!("k{i}");
+                let refuses = |p: &Peer| p.name().ends_with(":2");
+                let a = Worker::new(&up).request(key.as_bytes(), 0, refuses);
+                let b = Worker::new(&up).request_with(
+                    key.as_bytes(),
+                    0,
+                    &RetryPolicy::default(),
+                    &ClientRequest::default(),
+                    |p| {
+                        if refuses(p) { Reply::Refused } else { Reply::OK }
+                    },
+                );
+                assert_eq!(a, b, "{key}");
+            }
+        }
     }
 }

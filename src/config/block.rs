@@ -3,7 +3,7 @@
 
 use super::error::{ConfigError, ErrorKind, Location, Text};
 use super::values;
-use super::{Balancer, Context, LoadOptions, UpstreamConfig, Warning};
+use super::{Balancer, Context, Keepalive, LoadOptions, UpstreamConfig, Warning};
 use crate::peer::{Peer, default_name, socket_name};
 use crate::resolve::resolve_host;
 use crate::server::{Address, AddressError, Server, ngx_inet_addr};
@@ -46,6 +46,9 @@ pub(crate) struct UpstreamBlock {
     resolver: bool,
     /// Directives that may appear once (`keepalive`, `keepalive_timeout`, …) and were seen.
     seen: Vec<&'static str>,
+    /// `keepalive N` as written, and whether a balancing method came after it (before 1.29.7 that
+    /// replaces it, algorithm §2.3).
+    keepalive: Option<(u32, bool)>,
 }
 
 impl UpstreamBlock {
@@ -59,6 +62,7 @@ impl UpstreamBlock {
             zone: false,
             resolver: false,
             seen: Vec::new(),
+            keepalive: None,
         }
     }
 }
@@ -79,6 +83,18 @@ pub(crate) struct ServerLine {
     port: u16,
     /// Where it is written.
     at: Location,
+}
+
+/// A balancing method is being set: nginx warns if one was (or, before 1.29.7, if `keepalive` was, which
+/// the method then replaces; algorithm §2.3).
+fn redefine(env: &mut Env<'_>, up: &mut UpstreamBlock, at: &Location) {
+    let keepalive_slot = !env.rules.keepalive_by_default && up.keepalive.is_some();
+    if up.balancer.is_some() || keepalive_slot {
+        env.warn("load balancing method redefined".into(), at);
+    }
+    if let Some((_, replaced)) = &mut up.keepalive {
+        *replaced = keepalive_slot || *replaced;
+    }
 }
 
 /// Compares like C's `strcmp` on nginx's NUL-terminated copy of a token.
@@ -118,25 +134,19 @@ pub(crate) fn directive(
                 Some(a) if is(a, b"consistent") => Method::Consistent,
                 Some(a) => return fail(ErrorKind::InvalidParameter(Text::new(a)), at),
             };
-            if up.balancer.is_some() {
-                env.warn("load balancing method redefined".into(), at);
-            }
+            redefine(env, up, at);
             let key = String::from_utf8_lossy(&args[1]).into_owned();
             up.balancer = Some(Bal::Hash { key, method });
             return Ok(used);
         }
         b"ip_hash" | b"least_conn" => {
             count(n == 0)?;
-            if up.balancer.is_some() {
-                env.warn("load balancing method redefined".into(), at);
-            }
+            redefine(env, up, at);
             up.balancer = Some(Bal::Other(if name == b"ip_hash" { "ip_hash" } else { "least_conn" }));
         }
         b"random" => {
             count(n <= 2)?;
-            if up.balancer.is_some() {
-                env.warn("load balancing method redefined".into(), at);
-            }
+            redefine(env, up, at);
             if let Some(a) = args.get(1).filter(|a| !is(a, b"two")) {
                 return fail(ErrorKind::InvalidParameter(Text::new(a)), at);
             }
@@ -169,6 +179,8 @@ pub(crate) fn directive(
             if let Some(a) = args.get(2).filter(|a| !is(a, b"local")) {
                 return fail(ErrorKind::InvalidParameter(Text::new(a)), at);
             }
+            let n = values::atoi(&args[1]).unwrap_or(0);
+            up.keepalive = Some((u32::try_from(n).unwrap_or(u32::MAX), false));
         }
         b"keepalive_timeout" | b"keepalive_time" | b"resolver_timeout" => {
             count(n == 1)?;
@@ -357,7 +369,22 @@ pub(crate) fn finish(
     let runtime = up.servers.iter().filter(|s| s.runtime);
     let backup = up.servers.iter().filter(|s| !s.runtime && s.backup);
     let servers = static_primary.chain(runtime).chain(backup).map(|s| s.at.clone()).collect();
-    Ok(UpstreamConfig { name: display, context: up.context, location: up.location.clone(), servers, balancer })
+    let keepalive = match (up.context, up.keepalive, env.rules.keepalive_by_default) {
+        (Context::Stream, ..) => Keepalive::Off,
+        (_, Some((_, true)), _) => Keepalive::Replaced,
+        (_, Some((0, _)), _) => Keepalive::Off,
+        (_, Some((n, _)), _) => Keepalive::Cached(n),
+        (_, None, true) => Keepalive::Cached(32),
+        (_, None, false) => Keepalive::Off,
+    };
+    Ok(UpstreamConfig {
+        name: display,
+        context: up.context,
+        location: up.location.clone(),
+        servers,
+        balancer,
+        keepalive,
+    })
 }
 
 /// Turns the server lines into peers and builds the model.

@@ -86,6 +86,10 @@ pub enum ErrorKind {
     DirectiveInvalidNumber(Text),
     /// `invalid value "v" in "x" directive`.
     InvalidValueIn(Text, Text),
+    /// `invalid value "v"` (a word a bit-mask directive such as `proxy_next_upstream` does not know).
+    InvalidValue(Text),
+    /// `invalid value "v" in "x" directive, it must be "on" or "off"`.
+    NotOnOff(Text, Text),
     /// `no "events" section in configuration`.
     NoEvents,
     /// `invalid parameter "p"`.
@@ -182,6 +186,8 @@ impl fmt::Display for ErrorKind {
             DirectiveInvalidValue(n) => write!(f, "\"{n}\" directive invalid value"),
             DirectiveInvalidNumber(n) => write!(f, "\"{n}\" directive invalid number"),
             InvalidValueIn(v, n) => write!(f, "invalid value \"{v}\" in \"{n}\" directive"),
+            InvalidValue(v) => write!(f, "invalid value \"{v}\""),
+            NotOnOff(v, n) => write!(f, "invalid value \"{v}\" in \"{n}\" directive, it must be \"on\" or \"off\""),
             NoEvents => f.write_str("no \"events\" section in configuration"),
             InvalidParameter(p) => write!(f, "invalid parameter \"{p}\""),
             BalancerParameter(p) => write!(f, "balancing method does not support parameter \"{p}\""),

@@ -8,7 +8,8 @@ use super::error::{ConfigError, ErrorKind, Location, Text};
 use super::includes::{self, MAX_CONFIG_BYTES};
 use super::tokens::{Lexer, Token};
 use super::values;
-use super::{Context, Input, LoadOptions, UpstreamConfig, Warning};
+use super::{Balancer, Context, Input, LoadOptions, Proxied, Retry, UpstreamConfig, Warning};
+use crate::failure::{Condition, NextUpstream, Proxying, RetryPolicy, StreamPolicy};
 use crate::server::Address;
 use crate::version::Rules;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,34 @@ struct Known {
     location: Location,
 }
 
+/// The retry directives one block sets for one module (unset fields inherit, algorithm §5.1).
+#[derive(Debug, Default, Clone)]
+struct RetrySettings {
+    /// `*_next_upstream` words as written (several lines add up; `None`: not set here).
+    next: Option<Vec<Condition>>,
+    /// `proxy_next_upstream on|off` (stream).
+    flag: Option<bool>,
+    tries: Option<u32>,
+    timeout_ms: Option<u64>,
+}
+
+/// One block that can hold retry directives (`http`, `server`, `location`, `if` in a location,
+/// `limit_except`, `stream`, a stream `server`) and its parent.
+#[derive(Debug, Default)]
+struct Frame {
+    parent: Option<usize>,
+    settings: Vec<(Proxying, RetrySettings)>,
+}
+
+/// A `*_pass` naming an upstream by name (no port, no variables), in the frame it sits in.
+#[derive(Debug)]
+struct Pass {
+    frame: usize,
+    module: Proxying,
+    host: Vec<u8>,
+    at: Location,
+}
+
 /// What one `http {}` or `stream {}` collects until it ends.
 #[derive(Debug, Default)]
 struct Scope {
@@ -45,6 +74,11 @@ struct Scope {
     resolver: bool,
     /// The first `location` that repeats a sibling's (reported once the block is read).
     duplicate_location: Option<(Text, Location)>,
+    /// Blocks with retry directives; frame 0 is the `http {}`/`stream {}` (or the fragment) itself.
+    frames: Vec<Frame>,
+    /// The open frames, innermost last.
+    open: Vec<usize>,
+    passes: Vec<Pass>,
 }
 
 /// How nginx compares locations for duplicates: exact or not, and the name; regex locations never clash.
@@ -111,6 +145,7 @@ pub(crate) struct Walk<'o> {
     zones: Vec<(Vec<u8>, u64, Context)>,
     pub(crate) upstreams: Vec<UpstreamConfig>,
     pub(crate) warnings: Vec<Warning>,
+    pub(crate) proxied: Vec<Proxied>,
     /// Every file read from disk, in the order read.
     pub(crate) files: Vec<PathBuf>,
 }
@@ -133,6 +168,7 @@ impl<'o> Walk<'o> {
             zones: Vec::new(),
             upstreams: Vec::new(),
             warnings: Vec::new(),
+            proxied: Vec::new(),
             files: Vec::new(),
         }
     }
@@ -239,10 +275,92 @@ impl<'o> Walk<'o> {
         }
         self.depth += 1;
         self.singles.push(Vec::new());
+        let framed =
+            matches!(ctx, Ctx::Server | Ctx::Location | Ctx::LocationIf | Ctx::LimitExcept | Ctx::StreamServer);
+        if framed {
+            let parent = self.frame();
+            self.scope.frames.push(Frame { parent: Some(parent), settings: Vec::new() });
+            self.scope.open.push(self.scope.frames.len() - 1);
+        }
         let r = self.block(lx, ctx, true);
+        if framed {
+            self.scope.open.pop();
+        }
         self.singles.pop();
         self.depth -= 1;
         r
+    }
+
+    /// The innermost open frame (frame 0, the `http {}`/`stream {}` level, is made on first use).
+    fn frame(&mut self) -> usize {
+        if self.scope.frames.is_empty() {
+            self.scope.frames.push(Frame::default());
+        }
+        self.scope.open.last().copied().unwrap_or(0)
+    }
+
+    /// `*_next_upstream`, `*_next_upstream_tries`, `*_next_upstream_timeout`: checked with nginx's slot
+    /// handlers' messages and remembered for the frame.
+    fn retry_directive(
+        &mut self,
+        ctx: Ctx,
+        module: Proxying,
+        args: &[Vec<u8>],
+        at: &Location,
+    ) -> Result<(), ConfigError> {
+        let name = args[0].as_slice();
+        let stream = matches!(ctx, Ctx::Stream | Ctx::StreamServer);
+        let frame = self.frame();
+        let mut settings = {
+            let f = &mut self.scope.frames[frame];
+            match f.settings.iter().position(|(m, _)| *m == module) {
+                Some(i) => f.settings[i].1.clone(),
+                None => RetrySettings::default(),
+            }
+        };
+        if name.ends_with(b"_tries") {
+            let n = values::atoi(&args[1]).ok_or_else(|| {
+                ConfigError::invalid(ErrorKind::DirectiveInvalidNumber(Text::c_str(name)), at.clone())
+            })?;
+            settings.tries = Some(u32::try_from(n).unwrap_or(u32::MAX));
+        } else if name.ends_with(b"_timeout") {
+            let ms = values::parse_time(&args[1], false)
+                .ok_or_else(|| ConfigError::invalid(ErrorKind::DirectiveInvalidValue(Text::c_str(name)), at.clone()))?;
+            settings.timeout_ms = Some(ms);
+        } else if stream {
+            // ngx_conf_set_flag_slot: `on` or `off`, any letter case.
+            let v = &args[1];
+            settings.flag = Some(if v.eq_ignore_ascii_case(b"on") {
+                true
+            } else if v.eq_ignore_ascii_case(b"off") {
+                false
+            } else {
+                return fail(ErrorKind::NotOnOff(Text::c_str(v), Text::c_str(name)), at);
+            });
+        } else {
+            // ngx_conf_set_bitmask_slot: every word known (any case); a repeated one is a warning.
+            let words = settings.next.get_or_insert_with(Vec::new);
+            for word in &args[1..] {
+                let condition = std::str::from_utf8(word).ok().and_then(|w| module.condition(w));
+                let Some(c) = condition else {
+                    return fail(ErrorKind::InvalidValue(Text::c_str(word)), at);
+                };
+                if words.contains(&c) {
+                    self.warnings.push(Warning {
+                        message: format!("duplicate value \"{}\"", Text::c_str(word)),
+                        location: at.clone(),
+                    });
+                } else {
+                    words.push(c);
+                }
+            }
+        }
+        let f = &mut self.scope.frames[frame];
+        match f.settings.iter().position(|(m, _)| *m == module) {
+            Some(i) => f.settings[i].1 = settings,
+            None => f.settings.push((module, settings)),
+        }
+        Ok(())
     }
 
     fn directive(
@@ -381,7 +499,15 @@ impl<'o> Walk<'o> {
             (_, b"proxy_pass" | b"fastcgi_pass" | b"uwsgi_pass" | b"scgi_pass" | b"grpc_pass" | b"memcached_pass")
                 if n == 1 =>
             {
-                self.implied(name, &args[1], at)?
+                if let Some(host) = self.implied(name, &args[1], at)? {
+                    let module = module_of(name);
+                    let frame = self.frame();
+                    self.scope.passes.push(Pass { frame, module, host, at: at.clone() });
+                }
+            }
+            (_, _) if retry_module(name).is_some() && n >= 1 => {
+                let module = retry_module(name).expect("checked");
+                self.retry_directive(ctx, module, &args, at)?;
             }
             _ if is_block => {
                 // NGINX-DIFF: other blocks (`types`, `charset_map`, …) hold entries the reader does not check.
@@ -536,9 +662,10 @@ impl<'o> Walk<'o> {
 
     /// `proxy_pass URL` and its siblings name an upstream (or make an implicit one) unless the URL has
     /// variables.
-    fn implied(&mut self, directive: &[u8], url: &[u8], at: &Location) -> Result<(), ConfigError> {
+    /// Returns the name when the URL names an upstream without a port (what an `upstream` block can be).
+    fn implied(&mut self, directive: &[u8], url: &[u8], at: &Location) -> Result<Option<Vec<u8>>, ConfigError> {
         if url.contains(&b'$') {
-            return Ok(());
+            return Ok(None);
         }
         let schemes: &[&[u8]] = match directive {
             b"proxy_pass" if self.scope_is_http() => &[b"http://", b"https://"],
@@ -559,18 +686,19 @@ impl<'o> Walk<'o> {
         }
         // NGINX-DIFF: an invalid URL prefix or address in these directives is not reported.
         if rest.len() >= 5 && rest[..5].eq_ignore_ascii_case(b"unix:") {
-            return Ok(());
+            return Ok(None);
         }
         let authority = rest.split(|&c| c == b'/').next().unwrap_or_default();
-        let Ok(text) = std::str::from_utf8(authority) else { return Ok(()) };
-        let Ok(address) = Address::parse(text) else { return Ok(()) };
+        let Ok(text) = std::str::from_utf8(authority) else { return Ok(None) };
+        let Ok(address) = Address::parse(text) else { return Ok(None) };
         let (host, port) = match &address {
             Address::Host { host, port } => (host.as_bytes().to_vec(), *port),
             Address::Ipv6 { port, .. } => {
                 (authority[..authority.iter().position(|&c| c == b']').unwrap_or(0) + 1].to_vec(), *port)
             }
-            Address::Unix { .. } => return Ok(()),
+            Address::Unix { .. } => return Ok(None),
         };
+        let named = port.is_none().then(|| host.clone());
         for k in &self.scope.known {
             if !k.host.eq_ignore_ascii_case(&host) {
                 continue;
@@ -584,7 +712,7 @@ impl<'o> Walk<'o> {
             if k.port != 0 && port.is_some_and(|p| p != k.port) {
                 continue;
             }
-            return Ok(());
+            return Ok(named);
         }
         self.scope.known.push(Known {
             host,
@@ -593,7 +721,7 @@ impl<'o> Walk<'o> {
             no_port: port.is_none(),
             location: at.clone(),
         });
-        Ok(())
+        Ok(named)
     }
 
     fn scope_is_http(&self) -> bool {
@@ -623,6 +751,22 @@ impl<'o> Walk<'o> {
                     k.location.clone(),
                 ));
             }
+        }
+        for pass in &scope.passes {
+            let Some(up) = self
+                .upstreams
+                .iter()
+                .rev()
+                .find(|u| u.context == context && u.name.as_bytes().eq_ignore_ascii_case(&pass.host))
+            else {
+                continue;
+            };
+            if !matches!(up.balancer, Balancer::Hash { .. }) {
+                continue;
+            }
+            let upstream = up.name.clone();
+            let retry = retry_in(&scope, pass.frame, pass.module, context);
+            self.proxied.push(Proxied { upstream, module: pass.module, location: pass.at.clone(), retry });
         }
         if let Some((name, at)) = scope.duplicate_location {
             return Err(ConfigError::invalid(ErrorKind::DuplicateLocation(name, at.clone()), at));
@@ -670,6 +814,46 @@ impl<'o> Walk<'o> {
         }
         Ok(())
     }
+}
+
+/// The rules in force in `frame` for `module`: each field from the innermost block that sets it.
+fn retry_in(scope: &Scope, frame: usize, module: Proxying, context: Context) -> Retry {
+    let mut merged = RetrySettings::default();
+    let mut at = Some(frame);
+    while let Some(i) = at {
+        let f = &scope.frames[i];
+        if let Some((_, s)) = f.settings.iter().find(|(m, _)| *m == module) {
+            merged.next = merged.next.or_else(|| s.next.clone());
+            merged.flag = merged.flag.or(s.flag);
+            merged.tries = merged.tries.or(s.tries);
+            merged.timeout_ms = merged.timeout_ms.or(s.timeout_ms);
+        }
+        at = f.parent;
+    }
+    let (tries, timeout_ms) = (merged.tries.unwrap_or(0), merged.timeout_ms.unwrap_or(0));
+    match context {
+        Context::Stream => {
+            Retry::Stream(StreamPolicy { next_upstream: merged.flag.unwrap_or(true), tries, timeout_ms })
+        }
+        Context::Http => {
+            let next_upstream =
+                merged.next.map_or(NextUpstream::DEFAULT, |words| words.into_iter().collect::<NextUpstream>());
+            Retry::Http(RetryPolicy { next_upstream, tries, timeout_ms })
+        }
+    }
+}
+
+/// The module of a `*_next_upstream`, `*_next_upstream_tries` or `*_next_upstream_timeout` directive.
+fn retry_module(name: &[u8]) -> Option<Proxying> {
+    Proxying::ALL.into_iter().find(|m| {
+        name.strip_prefix(m.prefix().as_bytes())
+            .is_some_and(|rest| matches!(rest, b"_next_upstream" | b"_next_upstream_tries" | b"_next_upstream_timeout"))
+    })
+}
+
+/// The module of a `*_pass` directive.
+fn module_of(pass: &[u8]) -> Proxying {
+    Proxying::ALL.into_iter().find(|m| pass.starts_with(m.prefix().as_bytes())).unwrap_or(Proxying::Proxy)
 }
 
 /// An error of `kind` at `at`.

@@ -24,9 +24,11 @@ use crate::peer::{List, PeerId};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
-    /// The last attempt succeeded.
+    /// The last attempt's response was passed to the client (any status: a 5xx that is not retried too).
     Answered,
-    /// Every attempt failed and the retry budget ran out (nginx answers 502 with the last error).
+    /// The last attempt failed (an error, a timeout, an invalid header) and nginx did not move on: the
+    /// retry budget ran out, or the policy, the method, an unbuffered body or the timeout stopped it
+    /// (nginx answers 502, or 504 after a timeout; algorithm §5.1).
     Failed,
     /// nginx found no usable peer (`no live upstreams`, 502; `$upstream_addr` ends with the upstream name).
     NoLiveUpstreams,
