@@ -45,6 +45,7 @@ mod directives;
 mod error;
 pub mod expression;
 mod includes;
+pub mod sites;
 mod tokens;
 mod values;
 mod variables;
@@ -212,6 +213,8 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// Warnings nginx would log.
     pub warnings: Vec<Warning>,
+    sites: Vec<sites::Site>,
+    version: NginxVersion,
 }
 
 impl Config {
@@ -256,11 +259,14 @@ impl Config {
 
     fn run(mut walk: walk::Walk<'_>, text: &[u8], file: &Path) -> Result<Config, ConfigError> {
         walk.main(text, file)?;
+        let version = walk.version();
         Ok(Config {
             file: file.display().to_string(),
             files: walk.files,
             upstreams: walk.upstreams,
             warnings: walk.warnings,
+            sites: walk.sites.sites,
+            version,
         })
     }
 
@@ -269,6 +275,16 @@ impl Config {
     /// over these.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
+    }
+
+    /// The `server { }` blocks of `http { }`, in order (algorithm §12.7).
+    pub fn sites(&self) -> &[sites::Site] {
+        &self.sites
+    }
+
+    /// The nginx release whose rules the configuration was read with.
+    pub fn version(&self) -> NginxVersion {
+        self.version
     }
 
     /// The upstream named `name` (or the only upstream when `name` is `None`), which must use `hash`.

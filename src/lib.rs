@@ -57,6 +57,7 @@
 
 pub mod analysis;
 pub mod config;
+pub mod dispatch;
 pub mod key;
 #[cfg(feature = "md5")]
 pub mod md5_variants;
