@@ -45,6 +45,7 @@ mod directives;
 mod error;
 pub mod expression;
 mod includes;
+pub mod sites;
 mod tokens;
 mod values;
 mod variables;
@@ -269,6 +270,8 @@ pub struct Config {
     pub warnings: Vec<Warning>,
     /// Every `*_pass` naming an `upstream` block, in file order, with its retry rules.
     pub proxied: Vec<Proxied>,
+    sites: Vec<sites::Site>,
+    version: NginxVersion,
 }
 
 impl Config {
@@ -313,12 +316,15 @@ impl Config {
 
     fn run(mut walk: walk::Walk<'_>, text: &[u8], file: &Path) -> Result<Config, ConfigError> {
         walk.main(text, file)?;
+        let version = walk.version();
         Ok(Config {
             file: file.display().to_string(),
             files: walk.files,
             upstreams: walk.upstreams,
             warnings: walk.warnings,
             proxied: walk.proxied,
+            sites: walk.sites.sites,
+            version,
         })
     }
 
@@ -327,6 +333,16 @@ impl Config {
     /// over these.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
+    }
+
+    /// The `server { }` blocks of `http { }`, in order (algorithm §12.7).
+    pub fn sites(&self) -> &[sites::Site] {
+        &self.sites
+    }
+
+    /// The nginx release whose rules the configuration was read with.
+    pub fn version(&self) -> NginxVersion {
+        self.version
     }
 
     /// The upstream named `name` (or the only upstream when `name` is `None`), which must use `hash`.

@@ -63,6 +63,7 @@ pub mod analysis;
 pub mod config;
 #[cfg(feature = "engines")]
 pub mod engines;
+pub mod dispatch;
 pub mod key;
 pub mod failure;
 #[cfg(feature = "md5")]

@@ -248,3 +248,163 @@ fn library_keys_match_live_nginx() {
     let builds: Vec<String> = installs.iter().map(Installation::label).collect();
     report(&format!("keys_live: {checked} requests, library keys equal nginx's on {}", builds.join(", ")));
 }
+
+/// The configuration of the dispatch test: `{LOC:name}` is where a location hands the request to upstream
+/// `name`. nginx answers `return 200 "name|<the upstream's hash expression>"` there; the library reads the
+/// same configuration with `proxy_pass http://name;` and must say `Dispatch::Hash { upstream: name, key }`.
+const SITES: &str = "
+  upstream u_a { hash $host$request_uri consistent; server 127.0.0.1:1; }
+  upstream u_exact { hash $uri$is_args$args; server 127.0.0.1:1; }
+  upstream u_static { hash $server_name:$arg_id consistent; server 127.0.0.1:1; }
+  upstream u_deep { hash ${host}-$uri; server 127.0.0.1:1; }
+  upstream u_stop { hash $http_x_k|$cookie_s consistent; server 127.0.0.1:1; }
+  upstream u_dflt { hash $host|$server_name|$http_host; server 127.0.0.1:1; }
+  upstream u_wild { hash $host$uri consistent; server 127.0.0.1:1; }
+  upstream u_wild2 { hash w2$host; server 127.0.0.1:1; }
+  upstream u_trail { hash $host$server_port; server 127.0.0.1:1; }
+  upstream u_dot { hash $server_name/$host; server 127.0.0.1:1; }
+  upstream u_b { hash $uri; server 127.0.0.1:1; }
+  server { listen 127.0.0.1:{A}; server_name a.test alias.test;
+    location / { {LOC:u_a} }
+    location = /x { {LOC:u_exact} }
+    location /static/ { {LOC:u_static} location /static/deep/ { {LOC:u_deep} } }
+    location ^~ /stop/ { {LOC:u_stop} }
+    location = /health { return 204; }
+  }
+  server { listen 127.0.0.1:{A} default_server; server_name dflt.test; location / { {LOC:u_dflt} } }
+  server { listen 127.0.0.1:{A}; server_name *.wild.test; location / { {LOC:u_wild} } }
+  server { listen 127.0.0.1:{A}; server_name *.deeper.wild.test; location / { {LOC:u_wild2} } }
+  server { listen 127.0.0.1:{A}; server_name www.trail.*; location / { {LOC:u_trail} } }
+  server { listen 127.0.0.1:{A}; server_name .dot.test; location / { {LOC:u_dot} } }
+  server { listen 127.0.0.1:{B}; server_name b.test; merge_slashes off; location /a/ { {LOC:u_b} } }
+";
+
+fn sites_config(prefix: &std::path::Path, a: u16, b: u16, live: bool) -> String {
+    let mut body = SITES.replace("{A}", &a.to_string()).replace("{B}", &b.to_string());
+    while let Some(start) = body.find("{LOC:") {
+        let end = start + body[start..].find('}').expect("a closing brace");
+        let name = body[start + 5..end].to_string();
+        let key = SITES
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("upstream {name} {{ hash ")))
+            .and_then(|rest| rest.split(';').next())
+            .map(|k| k.trim_end_matches(" consistent").to_string())
+            .expect("the upstream's hash line");
+        let handler = if live { format!("return 200 \"{name}|{key}\";") } else { format!("proxy_pass http://{name};") };
+        body.replace_range(start..=end, &handler);
+    }
+    let temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
+        .iter()
+        .map(|t| format!("  {t}_temp_path {};\n", prefix.join(t).display()))
+        .collect::<String>();
+    format!(
+        "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {};\nevents {{}}\nhttp {{\n  access_log off;\n{temp}{body}}}\n",
+        prefix.join("nginx.pid").display()
+    )
+}
+
+fn start_with(install: &Installation, conf: &str, dir: tempfile::TempDir, ports: &[SocketAddr]) -> Nginx {
+    let p = dir.path();
+    let file = p.join("nginx.conf");
+    std::fs::write(&file, conf).expect("writing nginx.conf");
+    let mut cmd = Command::new(install.binary());
+    cmd.arg("-p").arg(p).arg("-c").arg(&file);
+    if install.version.rules().error_log_switch {
+        cmd.arg("-e").arg("stderr");
+    }
+    let stderr = std::fs::File::create(p.join("stderr")).expect("a stderr file");
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}", install.binary().display()));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let log = || std::fs::read_to_string(p.join("stderr")).unwrap_or_default();
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("nginx {} exited during startup ({status}):\n{}", install.label(), log());
+        }
+        if ports.iter().all(|s| TcpStream::connect_timeout(s, Duration::from_millis(200)).is_ok()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nginx {} did not listen within 15 s:\n{}", install.label(), log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Nginx { child, merged: ports[0], unmerged: ports[1], _dir: dir }
+}
+
+#[test]
+fn dispatch_matches_live_nginx() {
+    use nginx_ketama::config::{Config, LoadOptions};
+    use nginx_ketama::dispatch::{Dispatch, dispatch};
+    let root = Installation::default_root();
+    let installs = Installation::discover(&root);
+    if installs.is_empty() {
+        skip(&format!("keys_live: no nginx under {} — run scripts/provision-nginx", root.display()));
+        return;
+    }
+    let requests: Vec<(bool, String)> = [
+        (true, "GET / HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /x HTTP/1.1\r\nHost: ALIAS.test:99\r\n"),
+        (true, "GET /x?q=1 HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /x/ HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /static/f?id=9 HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /static/deep/f HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /static//deep/./g HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /static/%64eep/h HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /stop/a HTTP/1.1\r\nHost: a.test\r\nX-K: k1\r\nCookie: s=c1\r\n"),
+        (true, "GET /health HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: nobody.test\r\n"),
+        (true, "GET /p HTTP/1.0\r\n"),
+        (true, "GET http://a.test/r?z HTTP/1.1\r\nHost: dflt.test\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: x.wild.test\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: y.x.deeper.wild.test\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: wild.test\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: www.trail.org\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: dot.test\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: a.dot.test.\r\n"),
+        (true, "GET /.. HTTP/1.1\r\nHost: a.test\r\n"),
+        (false, "GET /a//b HTTP/1.1\r\nHost: b.test\r\n"),
+        (false, "GET /b HTTP/1.1\r\nHost: b.test\r\n"),
+        (false, "GET //a/b HTTP/1.1\r\nHost: b.test\r\n"),
+    ]
+    .into_iter()
+    .map(|(m, s)| (m, s.to_string()))
+    .collect();
+    let mut mismatches = Vec::new();
+    let mut checked = 0;
+    for install in &installs {
+        let dir = tempfile::Builder::new().prefix("nk-keys-").tempdir().expect("a scratch prefix");
+        let (a, b) = (free_port(), free_port());
+        let live = sites_config(dir.path(), a, b, true);
+        let modelled = sites_config(dir.path(), a, b, false);
+        let options = LoadOptions { resolve: false, version: install.version, ..LoadOptions::default() };
+        let config =
+            Config::parse_str(&modelled, dir.path().join("nginx.conf"), &options).expect("the library reads it");
+        let ports = [SocketAddr::from(([127, 0, 0, 1], a)), SocketAddr::from(([127, 0, 0, 1], b))];
+        let nginx = start_with(install, &live, dir, &ports);
+        for (merge, head) in &requests {
+            let to = if *merge { nginx.merged } else { nginx.unmerged };
+            let (status, body, client) = send(to, head.as_bytes());
+            let mut bytes = head.as_bytes().to_vec();
+            bytes.extend_from_slice(b"Connection: close\r\n");
+            let req = Request::from_head(&bytes, client, to, Scheme::Http).expect("a request line");
+            let (want_status, want_body) = match dispatch(&config, &req).expect("modelled") {
+                Dispatch::Hash { upstream, key } => (200, [upstream.as_bytes(), b"|", &key].concat()),
+                Dispatch::Return { status } => (status, Vec::new()),
+                Dispatch::BadRequest(bad) => (bad.status().expect("a status"), Vec::new()),
+                Dispatch::NoLocation => (404, Vec::new()),
+                other => panic!("unexpected {other:?}"),
+            };
+            let body = if status == 200 { body } else { Vec::new() };
+            checked += 1;
+            if (status, &body) != (want_status, &want_body) {
+                mismatches.push(format!(
+                    "{} {head:?}:\n  nginx:   {status} {:?}\n  library: {want_status} {:?}",
+                    install.label(),
+                    String::from_utf8_lossy(&body),
+                    String::from_utf8_lossy(&want_body)
+                ));
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{} of {checked} requests differ:\n{}", mismatches.len(), mismatches.join("\n"));
+    report(&format!("keys_live: {checked} requests dispatched (server, location, upstream, key) as nginx does"));
+}

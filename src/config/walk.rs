@@ -144,6 +144,8 @@ pub(crate) struct Walk<'o> {
     locations: Vec<Vec<(u8, Vec<u8>)>>,
     zones: Vec<(Vec<u8>, u64, Context)>,
     pub(crate) upstreams: Vec<UpstreamConfig>,
+    /// The `server { }` blocks of `http { }`.
+    pub(crate) sites: super::sites::Builder,
     pub(crate) warnings: Vec<Warning>,
     pub(crate) proxied: Vec<Proxied>,
     /// Every file read from disk, in the order read.
@@ -167,10 +169,16 @@ impl<'o> Walk<'o> {
             locations: Vec::new(),
             zones: Vec::new(),
             upstreams: Vec::new(),
+            sites: super::sites::Builder::default(),
             warnings: Vec::new(),
             proxied: Vec::new(),
             files: Vec::new(),
         }
+    }
+
+    /// The release whose rules apply.
+    pub(crate) fn version(&self) -> crate::version::NginxVersion {
+        self.options.version
     }
 
     /// What the checks inside `upstream { }` see of this walk.
@@ -403,6 +411,9 @@ impl<'o> Walk<'o> {
         for a in &args {
             self.scope.defined.extend(values::named_captures(a));
         }
+        if matches!(ctx, Ctx::Server | Ctx::Location) && !is_block {
+            self.sites.directive(&args);
+        }
         match (ctx, name) {
             (_, b"include") => {
                 count(n == 1)?;
@@ -455,7 +466,13 @@ impl<'o> Walk<'o> {
             (Ctx::Http, b"server") | (Ctx::Stream, b"server") => {
                 count(n == 0)?;
                 self.locations.push(Vec::new());
+                if ctx == Ctx::Http {
+                    self.sites.open_server(at);
+                }
                 let r = self.enter(lx, if ctx == Ctx::Http { Ctx::Server } else { Ctx::StreamServer }, at);
+                if ctx == Ctx::Http {
+                    self.sites.close_server();
+                }
                 self.locations.pop();
                 r?;
             }
@@ -473,7 +490,9 @@ impl<'o> Walk<'o> {
                     siblings.push(key);
                 }
                 self.locations.push(Vec::new());
+                self.sites.open_location(&args[1..], at);
                 let r = self.enter(lx, Ctx::Location, at);
+                self.sites.close_location();
                 self.locations.pop();
                 r?;
             }

@@ -1,0 +1,207 @@
+//! The `server { }` blocks of `http { }` as far as they decide where a request goes (algorithm §12.7):
+//! `listen` (address, port, `default_server`), `server_name`, `merge_slashes`, and the `location` tree with
+//! each location's `proxy_pass` or `return`.
+
+use super::error::Location;
+
+/// How a `location` matches (`ngx_http_core_location`, src/http/ngx_http_core_module.c).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Match {
+    /// `location = /x`.
+    Exact(Vec<u8>),
+    /// `location /x`.
+    Prefix(Vec<u8>),
+    /// `location ^~ /x`: a prefix that, when it is the longest, stops the regular-expression search.
+    PrefixNoRegex(Vec<u8>),
+    /// `location ~ re` (`caseless: false`) or `location ~* re`.
+    Regex {
+        /// The expression as written.
+        pattern: Vec<u8>,
+        /// `~*`.
+        caseless: bool,
+    },
+    /// `location @name`: reached only by internal redirects.
+    Named(Vec<u8>),
+}
+
+/// What a location does with a request, as far as this crate models it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handler {
+    /// `proxy_pass URL` (the URL as written).
+    ProxyPass(Vec<u8>),
+    /// `return CODE [...]`.
+    Return(u16),
+    /// Neither: files, another module's content handler.
+    Other,
+}
+
+/// One `location` block.
+#[derive(Debug, Clone)]
+pub struct LocationBlock {
+    /// How it matches.
+    pub matcher: Match,
+    /// What it does.
+    pub handler: Handler,
+    /// Its nested locations, in order.
+    pub nested: Vec<LocationBlock>,
+    /// Where it is written.
+    pub at: Location,
+}
+
+/// One `listen` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listen {
+    /// The address (`None` for `*` or a bare port).
+    pub addr: Option<std::net::IpAddr>,
+    /// The port.
+    pub port: u16,
+    /// `default_server` (or `default`).
+    pub default_server: bool,
+}
+
+/// One `server { }` block of `http { }`.
+#[derive(Debug, Clone)]
+pub struct Site {
+    /// Its `listen` lines (none written: nginx listens on `*:80`, as root).
+    pub listen: Vec<Listen>,
+    /// Its `server_name` values in order, lower-cased (none written: `""`).
+    pub names: Vec<Vec<u8>>,
+    /// `merge_slashes` (default on).
+    pub merge_slashes: bool,
+    /// `return` at server level (runs before any location).
+    pub server_return: Option<u16>,
+    /// Its top-level locations, in order.
+    pub locations: Vec<LocationBlock>,
+    /// Where it is written.
+    pub at: Location,
+}
+
+impl Site {
+    /// `$server_name`: the first `server_name`, without the leading dot of a `.example.com` form; empty
+    /// without one (`ngx_http_core_merge_srv_conf`, src/http/ngx_http_core_module.c, all modelled releases).
+    pub fn server_name(&self) -> &[u8] {
+        let first = self.names.first().map_or(&[][..], Vec::as_slice);
+        first.strip_prefix(b".").unwrap_or(first)
+    }
+}
+
+/// Builds the sites while the walk reads `http { }`.
+#[derive(Debug, Default)]
+pub(crate) struct Builder {
+    pub(crate) sites: Vec<Site>,
+    /// The open server (if any) and the open locations, innermost last.
+    open: Option<Site>,
+    locations: Vec<LocationBlock>,
+}
+
+fn parse_listen(args: &[Vec<u8>]) -> Option<Listen> {
+    let spec = std::str::from_utf8(args.first()?).ok()?;
+    let default_server = args[1..].iter().any(|a| a == b"default_server" || a == b"default");
+    let (addr, port) = if let Ok(port) = spec.parse::<u16>() {
+        (None, port)
+    } else if let Ok(sa) = spec.parse::<std::net::SocketAddr>() {
+        (Some(sa.ip()), sa.port())
+    } else if let Some(rest) = spec.strip_prefix("*:") {
+        (None, rest.parse().ok()?)
+    } else if let Ok(ip) = spec.parse::<std::net::IpAddr>() {
+        (Some(ip), 80)
+    } else {
+        return None;
+    };
+    Some(Listen { addr, port, default_server })
+}
+
+impl Builder {
+    pub(crate) fn open_server(&mut self, at: &Location) {
+        self.open = Some(Site {
+            listen: Vec::new(),
+            names: Vec::new(),
+            merge_slashes: true,
+            server_return: None,
+            locations: Vec::new(),
+            at: at.clone(),
+        });
+    }
+
+    pub(crate) fn close_server(&mut self) {
+        if let Some(mut s) = self.open.take() {
+            if s.names.is_empty() {
+                s.names.push(Vec::new());
+            }
+            self.sites.push(s);
+        }
+    }
+
+    pub(crate) fn open_location(&mut self, args: &[Vec<u8>], at: &Location) {
+        let matcher = match args {
+            [m, p] if m == b"=" => Match::Exact(p.clone()),
+            [m, p] if m == b"^~" => Match::PrefixNoRegex(p.clone()),
+            [m, p] if m == b"~" => Match::Regex { pattern: p.clone(), caseless: false },
+            [m, p] if m == b"~*" => Match::Regex { pattern: p.clone(), caseless: true },
+            [one] => {
+                if let Some(r) = one.strip_prefix(b"=") {
+                    Match::Exact(r.to_vec())
+                } else if let Some(r) = one.strip_prefix(b"^~") {
+                    Match::PrefixNoRegex(r.to_vec())
+                } else if let Some(r) = one.strip_prefix(b"~*") {
+                    Match::Regex { pattern: r.to_vec(), caseless: true }
+                } else if let Some(r) = one.strip_prefix(b"~") {
+                    Match::Regex { pattern: r.to_vec(), caseless: false }
+                } else if one.starts_with(b"@") {
+                    Match::Named(one.clone())
+                } else {
+                    Match::Prefix(one.clone())
+                }
+            }
+            _ => Match::Prefix(args.get(1).cloned().unwrap_or_default()),
+        };
+        self.locations.push(LocationBlock { matcher, handler: Handler::Other, nested: Vec::new(), at: at.clone() });
+    }
+
+    pub(crate) fn close_location(&mut self) {
+        let Some(done) = self.locations.pop() else { return };
+        match self.locations.last_mut() {
+            Some(parent) => parent.nested.push(done),
+            None => {
+                if let Some(s) = &mut self.open {
+                    s.locations.push(done);
+                }
+            }
+        }
+    }
+
+    /// A directive inside the open server or location.
+    pub(crate) fn directive(&mut self, args: &[Vec<u8>]) {
+        let Some(site) = &mut self.open else { return };
+        let (name, rest) = (args[0].as_slice(), &args[1..]);
+        let in_location = !self.locations.is_empty();
+        match name {
+            b"listen" if !in_location => {
+                if let Some(l) = parse_listen(rest) {
+                    site.listen.push(l);
+                }
+            }
+            b"server_name" if !in_location => {
+                site.names.extend(rest.iter().map(|n| n.to_ascii_lowercase()));
+            }
+            b"merge_slashes" if !in_location => site.merge_slashes = rest.first().is_some_and(|v| v == b"on"),
+            b"return" => {
+                let code = rest.first().and_then(|c| std::str::from_utf8(c).ok()?.parse().ok()).unwrap_or(302);
+                // `return` runs in the rewrite phase, before any content handler: the first one wins.
+                match self.locations.last_mut() {
+                    Some(l) if !matches!(l.handler, Handler::Return(_)) => l.handler = Handler::Return(code),
+                    Some(_) => {}
+                    None => site.server_return = site.server_return.or(Some(code)),
+                }
+            }
+            b"proxy_pass" => {
+                if let (Some(l), Some(url)) = (self.locations.last_mut(), rest.first())
+                    && l.handler == Handler::Other
+                {
+                    l.handler = Handler::ProxyPass(url.clone());
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Which upstream a request reaches, and the key it is hashed by — or where it goes instead (algorithm
+//! §12.7): the server block chosen by address and name (`ngx_http_find_virtual_server`,
+//! src/http/ngx_http_request.c), the location chosen by `ngx_http_core_find_location`
+//! (src/http/ngx_http_core_module.c), the location's `proxy_pass` upstream and its `hash` expression
+//! evaluated with [`key::evaluate`].
+//!
+//! # Example
+//!
+//! ```
+//! use nginx_ketama::config::{Config, LoadOptions};
+//! use nginx_ketama::dispatch::{dispatch, Dispatch};
+//! use nginx_ketama::request::Request;
+//!
+//! let conf = Config::parse_str(
+//!     "upstream app { hash $host$uri consistent; server 10.0.0.1; }
+//!      server { listen 80; server_name shop.example;
+//!               location / { proxy_pass http://app; }
+//!               location = /health { return 204; } }",
+//!     "x.conf",
+//!     &LoadOptions { resolve: false, ..LoadOptions::fragment() },
+//! )?;
+//! let req = Request::builder("GET", "/a/../cart").header("Host", "Shop.Example").build();
+//! assert_eq!(dispatch(&conf, &req)?, Dispatch::Hash { upstream: "app".into(), key: b"shop.example/cart".to_vec() });
+//! let health = Request::builder("GET", "/health").header("Host", "x").build();
+//! assert_eq!(dispatch(&conf, &health)?, Dispatch::Return { status: 204 });
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::config::expression::Expression;
+use crate::config::sites::{Handler, LocationBlock, Match, Site};
+use crate::config::{Balancer, Config, Context as UpstreamContext};
+use crate::key::{self, KeyError};
+use crate::request::{BadRequest, Request};
+use std::net::SocketAddr;
+
+/// Where a request goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Dispatch {
+    /// To a `hash` upstream, hashed by `key`.
+    Hash {
+        /// The upstream's name.
+        upstream: String,
+        /// The bytes nginx hashes.
+        key: Vec<u8>,
+    },
+    /// nginx refuses the request before any location runs.
+    BadRequest(BadRequest),
+    /// No `server` listens on the address the request arrived on.
+    NoServer(SocketAddr),
+    /// A `return` answers it.
+    Return {
+        /// The status.
+        status: u16,
+    },
+    /// To an upstream that does not use `hash`.
+    NotHash {
+        /// The upstream's name.
+        upstream: String,
+    },
+    /// `proxy_pass` to an address that is not an upstream block.
+    Proxy {
+        /// The URL as written.
+        url: String,
+    },
+    /// No location matches (nginx answers 404).
+    NoLocation,
+    /// The location serves it itself (files or another content handler): no upstream.
+    NoProxy,
+}
+
+/// Why a request's destination cannot be computed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DispatchError {
+    /// Something on the request's path that this crate does not model, named.
+    #[error("not modelled: {0}")]
+    Unmodelled(String),
+    /// The key cannot be computed.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+}
+
+/// Where `request` goes under `config` (read for the release it names).
+///
+/// # Errors
+///
+/// [`DispatchError::Unmodelled`] naming what is not modelled on the way (a regular-expression location or
+/// server name, `proxy_pass` with variables); [`DispatchError::Key`] for a key variable not modelled.
+pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, DispatchError> {
+    let rules = config.version().key_rules();
+    let candidates = listeners(config.sites(), request.server());
+    let Some(default) = default_site(&candidates) else { return Ok(Dispatch::NoServer(request.server())) };
+    let parsed = match request.parse_as(rules, default.merge_slashes) {
+        Ok(p) => p,
+        Err(bad) => return Ok(Dispatch::BadRequest(bad)),
+    };
+    let site = match parsed.host() {
+        Some(host) => by_name(&candidates, host)?.unwrap_or(default),
+        None => default,
+    };
+    if let Some(status) = site.server_return {
+        return Ok(Dispatch::Return { status });
+    }
+    let Some(location) = find_location(&site.locations, parsed.uri())? else { return Ok(Dispatch::NoLocation) };
+    let url = match &location.handler {
+        Handler::Return(status) => return Ok(Dispatch::Return { status: *status }),
+        Handler::Other => return Ok(Dispatch::NoProxy),
+        Handler::ProxyPass(url) => url,
+    };
+    if url.contains(&b'$') {
+        return Err(DispatchError::Unmodelled(format!(
+            "proxy_pass with variables (\"{}\")",
+            String::from_utf8_lossy(url)
+        )));
+    }
+    let rest = strip_scheme(url);
+    let host_end = rest.iter().position(|&c| c == b'/').unwrap_or(rest.len());
+    let name = &rest[..host_end];
+    let up = config
+        .upstreams
+        .iter()
+        .find(|u| u.context == UpstreamContext::Http && u.name.as_bytes().eq_ignore_ascii_case(name));
+    let Some(up) = up else { return Ok(Dispatch::Proxy { url: String::from_utf8_lossy(url).into_owned() }) };
+    let Balancer::Hash { key: expr, .. } = &up.balancer else {
+        return Ok(Dispatch::NotHash { upstream: up.name.clone() });
+    };
+    let expr = Expression::parse(expr.as_bytes()).map_err(|e| DispatchError::Unmodelled(e.to_string()))?;
+    let hostname = key::local_hostname();
+    let ctx = key::Context::new(rules, site.server_name(), &hostname);
+    let key = key::evaluate(&expr, &parsed, &ctx)?;
+    Ok(Dispatch::Hash { upstream: up.name.clone(), key })
+}
+
+fn strip_scheme(url: &[u8]) -> &[u8] {
+    for s in [&b"http://"[..], b"https://"] {
+        if url.len() >= s.len() && url[..s.len()].eq_ignore_ascii_case(s) {
+            return &url[s.len()..];
+        }
+    }
+    url
+}
+
+/// The servers that receive connections on `to`: those listening on its exact address if any
+/// (nginx binds the specific address when one is configured), else those on the wildcard address, for
+/// the port. A server without `listen` listens on `*:80`.
+fn listeners(sites: &[Site], to: SocketAddr) -> Vec<(&Site, bool)> {
+    let on = |s: &Site, exact: bool| -> Option<bool> {
+        if s.listen.is_empty() {
+            return (!exact && to.port() == 80).then_some(false);
+        }
+        s.listen
+            .iter()
+            .find(|l| l.port == to.port() && if exact { l.addr == Some(to.ip()) } else { l.addr.is_none() })
+            .map(|l| l.default_server)
+    };
+    let exact: Vec<(&Site, bool)> = sites.iter().filter_map(|s| on(s, true).map(|d| (s, d))).collect();
+    if !exact.is_empty() {
+        return exact;
+    }
+    sites.iter().filter_map(|s| on(s, false).map(|d| (s, d))).collect()
+}
+
+/// The `default_server` of the address, else its first server (`ngx_http_add_addresses`).
+fn default_site<'a>(candidates: &[(&'a Site, bool)]) -> Option<&'a Site> {
+    candidates.iter().find(|(_, d)| *d).or(candidates.first()).map(|(s, _)| *s)
+}
+
+/// `ngx_http_find_virtual_server` (via `ngx_hash_find_combined`): an exact name, then the longest
+/// leading wildcard (`*.example.com`, `.example.com`), then the longest trailing wildcard (`www.example.*`),
+/// then regular expressions in order (not modelled).
+fn by_name<'a>(candidates: &[(&'a Site, bool)], host: &[u8]) -> Result<Option<&'a Site>, DispatchError> {
+    let all = || candidates.iter().flat_map(|(s, _)| s.names.iter().map(move |n| (*s, n.as_slice())));
+    if let Some((s, _)) = all().find(|(_, n)| *n == host) {
+        return Ok(Some(s));
+    }
+    // The longest match; among equally long ones the first written (nginx warns "conflicting server name").
+    let longest = |matches: &mut dyn Iterator<Item = (&'a Site, usize)>| {
+        let mut best: Option<(&'a Site, usize)> = None;
+        for (s, len) in matches {
+            if best.is_none_or(|(_, b)| len > b) {
+                best = Some((s, len));
+            }
+        }
+        best.map(|(s, _)| s)
+    };
+    let leading = longest(&mut all().filter_map(|(s, n)| {
+        if let Some(dotted) = n.strip_prefix(b".") {
+            // `.example.com` is `example.com` and `*.example.com`.
+            let hit = host == dotted || (host.ends_with(n) && host.len() > n.len());
+            return hit.then_some((s, n.len()));
+        }
+        let suffix = n.strip_prefix(b"*")?;
+        (host.ends_with(suffix) && host.len() > suffix.len()).then_some((s, suffix.len()))
+    }));
+    if leading.is_some() {
+        return Ok(leading);
+    }
+    let trailing = longest(&mut all().filter_map(|(s, n)| {
+        let prefix = n.strip_suffix(b"*")?;
+        (host.starts_with(prefix) && host.len() > prefix.len()).then_some((s, prefix.len()))
+    }));
+    if trailing.is_some() {
+        return Ok(trailing);
+    }
+    if let Some((_, n)) = all().find(|(_, n)| n.starts_with(b"~")) {
+        return Err(DispatchError::Unmodelled(format!(
+            "regular-expression server_name \"{}\" (needs the pcre2 feature)",
+            String::from_utf8_lossy(n)
+        )));
+    }
+    Ok(None)
+}
+
+/// `ngx_http_core_find_location`: an exact match wins; else the longest prefix, whose nested locations
+/// are searched in turn; a longest prefix with `^~` stops there; else the regular expressions in order
+/// (not modelled), else the longest prefix.
+fn find_location<'a>(locations: &'a [LocationBlock], uri: &[u8]) -> Result<Option<&'a LocationBlock>, DispatchError> {
+    let mut best: Option<&LocationBlock> = None;
+    for l in locations {
+        match &l.matcher {
+            Match::Exact(p) if p == uri => return Ok(Some(l)),
+            Match::Prefix(p) | Match::PrefixNoRegex(p)
+                if uri.starts_with(p) && best.is_none_or(|b| prefix_len(b) < p.len()) =>
+            {
+                best = Some(l);
+            }
+            _ => {}
+        }
+    }
+    if let Some(b) = best
+        && !b.nested.is_empty()
+        && let Some(inner) = find_location(&b.nested, uri)?
+    {
+        return Ok(Some(inner));
+    }
+    if best.is_some_and(|b| matches!(b.matcher, Match::PrefixNoRegex(_))) {
+        return Ok(best);
+    }
+    if let Some(l) = locations.iter().find(|l| matches!(l.matcher, Match::Regex { .. })) {
+        return Err(DispatchError::Unmodelled(format!(
+            "regular-expression location at {} (needs the pcre2 feature)",
+            l.at
+        )));
+    }
+    Ok(best)
+}
+
+fn prefix_len(l: &LocationBlock) -> usize {
+    match &l.matcher {
+        Match::Prefix(p) | Match::PrefixNoRegex(p) => p.len(),
+        _ => 0,
+    }
+}
