@@ -1,7 +1,8 @@
 //! The analysis commands: a thin layer over `nginx_ketama::analysis` that loads the configuration, calls the
 //! library and writes the answer as a table, JSON or CSV from one row model (`render::rows`). Each command
 //! is a module holding its arguments (flattened from the shared groups of `args`), its rows and JSON
-//! document (documented in docs/commands.md), and `run`; [`Analysis`] lists them.
+//! document (documented in docs/commands.md), and `run`; [`Analysis`] lists them. `diff`, `share` and
+//! `compare` have gates (`gate`): limits that make the command exit 1.
 
 mod compare;
 mod diff;
@@ -9,6 +10,7 @@ mod explain;
 mod forge;
 mod share;
 
+use crate::gate::Verdict;
 use anyhow::Result;
 use nginx_ketama::analysis::share::Unit;
 use nginx_ketama::analysis::{Basis, ServerHealth};
@@ -31,13 +33,13 @@ pub(crate) enum Analysis {
 }
 
 impl Analysis {
-    /// Runs the command.
-    pub(crate) fn run(&self) -> Result<()> {
+    /// Runs the command: its answer is written, and its gates (if any) say whether it passes.
+    pub(crate) fn run(&self) -> Result<Verdict> {
         match self {
-            Analysis::Explain(args) => explain::run(args),
+            Analysis::Explain(args) => explain::run(args).map(|()| Verdict::Within),
             Analysis::Share(args) => share::run(args),
             Analysis::Diff(args) => diff::run(args),
-            Analysis::Forge(args) => forge::run(args),
+            Analysis::Forge(args) => forge::run(args).map(|()| Verdict::Within),
             Analysis::Compare(args) => compare::run(args),
         }
     }

@@ -4,9 +4,11 @@
 //!
 //! [`ConfigArgs`] is the configuration a command reads (`--config`, `--upstream`, [`NoResolve`],
 //! `--nginx-version`, `--libc`, [`Fragment`]); [`Failed`], [`KeyLength`], [`KeysFile`], [`FormatArg`]
-//! and [`SvgFile`] are the analysis commands' options. A command in which a flag means more than its shared
+//! and [`SvgFile`] are the analysis commands' options; [`FailMovedAbove`], [`FailSkewAbove`] and
+//! [`FailAgreementBelow`] their gates (`gate`). A command in which a flag means more than its shared
 //! definition says so with `#[command(mut_args(help_of("ID", "…")))]`.
 
+use crate::gate::{Percent, Ratio};
 use crate::lines::count_keys;
 use crate::render::Format;
 use anyhow::{Result, bail};
@@ -239,6 +241,35 @@ pub(crate) struct SvgFile {
     /// Write a picture of the ring (SVG): arcs coloured by server.
     #[arg(long, value_name = "FILE")]
     pub(crate) svg: Option<PathBuf>,
+}
+
+/// `--fail-moved-above PERCENT` (`diff`).
+#[derive(clap::Args)]
+pub(crate) struct FailMovedAbove {
+    /// Gate: exit 1 if more than this part of the hash space (or of the --keys) changes its first pick, after
+    /// writing the answer; stderr says by how much. A percentage (20%) or a fraction (0.2).
+    #[arg(long, value_name = "PERCENT", value_parser = Percent::parse)]
+    pub(crate) fail_moved_above: Option<Percent>,
+}
+
+/// `--fail-skew-above RATIO` (`share`).
+#[derive(clap::Args)]
+pub(crate) struct FailSkewAbove {
+    /// Gate: exit 1 if a server answers more than this many times its fair share (the hashed part × its
+    /// points ÷ the points of the servers not failing or down), over the hash space or the --keys, after
+    /// writing the answer; stderr says by how much. A ratio of at least 1 (1.25).
+    #[arg(long, value_name = "RATIO", value_parser = Ratio::parse)]
+    pub(crate) fail_skew_above: Option<Ratio>,
+}
+
+/// `--fail-agreement-below PERCENT` (`compare`).
+#[derive(clap::Args)]
+pub(crate) struct FailAgreementBelow {
+    /// Gate: exit 1 if the other implementation sends less than this part of the keys (the hash space,
+    /// the sample or the --keys) to nginx's server, after writing the answer; stderr says by how much. A
+    /// percentage (90%) or a fraction (0.9).
+    #[arg(long, value_name = "PERCENT", value_parser = Percent::parse)]
+    pub(crate) fail_agreement_below: Option<Percent>,
 }
 
 /// For `#[command(mut_args(…))]`: the help of the flag `id` in one command, where it means more there than

@@ -16,6 +16,7 @@ mod stdout;
 
 mod analysis;
 mod args;
+mod gate;
 mod generated;
 mod lines;
 #[cfg(feature = "live")]
@@ -24,6 +25,7 @@ mod render;
 mod resolve_hosts;
 mod ring;
 mod route;
+mod schema;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io::{ErrorKind, Write};
@@ -139,7 +141,23 @@ fn run(command: Command) -> ExitCode {
     let result = match command {
         Command::Route(args) => route::run(&args),
         Command::Ring(args) => ring::run(&args),
-        Command::Analysis(command) => command.run(),
+        Command::Analysis(command) => match command.run() {
+            // The answer is written; each limit crossed is one line, and the exit code says it.
+            Ok(gate::Verdict::Crossed(lines)) => {
+                let flushed = stdout::stdout().flush().map_err(anyhow::Error::from);
+                if let Err(e) = &flushed
+                    && stdout::failure(e) != Some(ErrorKind::BrokenPipe)
+                {
+                    return finish(flushed);
+                }
+                for line in lines {
+                    eprintln!("nginx-ketama: {line}");
+                }
+                return ExitCode::from(1);
+            }
+            Ok(gate::Verdict::Within) => Ok(()),
+            Err(e) => Err(e),
+        },
         Command::ResolveHosts { names } => resolve_hosts::run(&names),
         Command::Completions { shell } => generated::completions(Cli::command(), shell),
         Command::Man => generated::man(Cli::command()),
@@ -154,7 +172,12 @@ fn run(command: Command) -> ExitCode {
         #[cfg(feature = "live")]
         Command::Cleanup => live::cleanup(),
     };
-    match result.and_then(|()| Ok(stdout::stdout().flush()?)) {
+    finish(result.and_then(|()| Ok(stdout::stdout().flush()?)))
+}
+
+/// How a command that wrote its answer (or failed) ends: 0, or 2 with the error on stderr.
+fn finish(result: anyhow::Result<()>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => match stdout::failure(&e) {
             // A reader that stops early (`| head -1`) is not an error.

@@ -3,6 +3,7 @@
 use crate::args::{ConfigArgs, Failed};
 use crate::lines::{self, BoundedLines};
 use crate::render::key_text;
+use crate::schema::{self, Schema};
 use anyhow::Result;
 use nginx_ketama::Worker;
 use std::borrow::Cow;
@@ -24,6 +25,7 @@ pub(crate) struct Args {
 /// One line of `route` output, fields in the documented order.
 #[derive(serde::Serialize)]
 struct RouteLine<'a> {
+    schema: Schema,
     key: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     key_hex: Option<String>,
@@ -45,6 +47,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
         let (text, key_hex) = key_text(&key);
         let line = RouteLine {
+            schema: schema::ROUTE,
             key: text,
             key_hex,
             server: attempts.first().copied(),

@@ -107,6 +107,8 @@ fn explain_attempts_equal_route() {
     let mut route = vec!["route", "--config", c];
     route.extend(&args[5..11]);
     let routed = ok(&run_in(&route, input.as_bytes()));
+    assert_eq!(explained["schema"], "nginx-ketama/explain/v1");
+    let explained = &explained["keys"];
     for (e, r) in explained.as_array().unwrap().iter().zip(routed.lines()) {
         let r: Value = serde_json::from_str(r).unwrap();
         assert_eq!(e["key"], r["key"]);
@@ -146,7 +148,8 @@ fn forged_keys_route_to_their_server() {
             args.extend(["--failed", f]);
         }
         let keys = json(&run(&args));
-        let keys: Vec<&str> = keys.as_array().unwrap().iter().map(|k| k["key"].as_str().unwrap()).collect();
+        assert_eq!(keys["server"], "127.0.0.1:9002");
+        let keys: Vec<&str> = keys["keys"].as_array().unwrap().iter().map(|k| k["key"].as_str().unwrap()).collect();
         assert_eq!(keys.len(), 40);
         let input: String = keys.iter().map(|k| format!("{k}\n")).collect();
         let mut route = vec!["route", "--config", c];
@@ -357,4 +360,67 @@ fn svg_onto_an_input_is_refused() {
     assert_eq!(before, after, "no input was written");
     ok(&share(&p("fresh.svg")));
     assert!(std::fs::read_to_string(d.join("fresh.svg")).unwrap().starts_with("<svg"));
+}
+
+/// The gates: past its limit a command still writes its whole answer, then exits 1 with one line naming the
+/// limit and by how much; within it, exit 0; a threshold that does not parse is a usage error naming the
+/// accepted forms.
+#[test]
+fn gates_fail_past_their_limit_with_one_line() {
+    let a = conf("gate-a.conf", FIVE);
+    let grown = FIVE.replace("  server 127.0.0.1:9005;\n", "  server 127.0.0.1:9005;\n  server 127.0.0.1:9006;\n");
+    let b = conf("gate-b.conf", &grown);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let crossed = |args: &[&str]| {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let answer = String::from_utf8(out.stdout).unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        (answer, err)
+    };
+    let diff = ["diff", "--from", a, "--to", b];
+    let (answer, err) = crossed(&[&diff[..], &["--fail-moved-above", "10%"]].concat());
+    assert!(answer.starts_with("from ") && answer.contains("moved: "), "the whole answer first: {answer}");
+    assert!(err.starts_with("nginx-ketama: --fail-moved-above 10% crossed: "), "{err}");
+    assert!(err.contains(" of the hash space moved (") && err.contains(" points above the limit"), "{err}");
+    assert_eq!(ok(&run(&[&diff[..], &["--fail-moved-above", "0.5"]].concat())), ok(&run(&diff)));
+    let (answer, _) = crossed(&[&diff[..], &["--fail-moved-above", "1%", "--format", "json"]].concat());
+    assert!(serde_json::from_str::<Value>(&answer).is_ok(), "the JSON document stays whole");
+
+    let share = ["share", "--config", a];
+    let (_, err) = crossed(&[&share[..], &["--fail-skew-above", "1.01"]].concat());
+    assert!(err.starts_with("nginx-ketama: --fail-skew-above 1.01 crossed: 127.0.0.1:900"), "{err}");
+    assert!(err.contains(" times its fair share of the hash space, "), "{err}");
+    assert!(run(&[&share[..], &["--fail-skew-above", "2"]].concat()).status.success());
+
+    // pingora-ketama hashes the socket address, not the server string: `09001` is spelt differently.
+    let spelt = conf("gate-spelt.conf", &FIVE.replace(":9001", ":09001").replace(":9002", ":09002"));
+    let compare = ["compare", "--config", spelt.to_str().unwrap(), "--against", "pingora-ketama"];
+    let (_, err) = crossed(&[&compare[..], &["--fail-agreement-below", "90%"]].concat());
+    assert!(err.starts_with("nginx-ketama: --fail-agreement-below 90% crossed: pingora-ketama agrees"), "{err}");
+    assert!(err.contains(" points below the limit"), "{err}");
+    assert!(run(&[&compare[..], &["--fail-agreement-below", "0%"]].concat()).status.success());
+
+    for (args, bad) in [(&diff[..], "--fail-moved-above"), (&compare[..], "--fail-agreement-below")] {
+        for value in ["20", "120%", "lots"] {
+            let err = fails(&run(&[args, &[bad, value]].concat()));
+            assert!(err.contains("e.g. 20% or 12.5%") && err.contains("(e.g. 0.2)"), "{value}: {err}");
+        }
+    }
+    let err = fails(&run(&[&share[..], &["--fail-skew-above", "0.9"]].concat()));
+    assert!(err.contains("a ratio of at least 1"), "{err}");
+}
+
+/// Fair share follows the weights: a server of weight 2 answering twice as much is not skewed.
+#[test]
+fn the_skew_gate_weighs_servers() {
+    let c = conf(
+        "weights.conf",
+        "upstream app {\n  hash $arg_k;\n  server 127.0.0.1:9001 weight=2;\n  server 127.0.0.1:9002;\n}",
+    );
+    let c = c.to_str().unwrap();
+    // Plain hash: 32,768 values over 3 slots, within 0.01% of the weights.
+    assert!(run(&["share", "--config", c, "--fail-skew-above", "1.001"]).status.success());
+    assert_eq!(run(&["share", "--config", c, "--fail-skew-above", "1"]).status.code(), Some(1));
 }

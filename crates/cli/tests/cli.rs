@@ -35,7 +35,7 @@ fn route_prints_one_json_line_per_key_in_order() {
     assert_eq!(l.len(), 4, "a trailing newline ends the last key; the empty line is the empty key");
     assert_eq!(
         l[0],
-        serde_json::json!({"key": "k0", "server": "127.0.0.1:9005", "fallback": null, "attempts": ["127.0.0.1:9005"]})
+        serde_json::json!({"schema": "nginx-ketama/route/v1", "key": "k0", "server": "127.0.0.1:9005", "fallback": null, "attempts": ["127.0.0.1:9005"]})
     );
     assert_eq!(l[1]["server"], "127.0.0.1:9003");
     assert_eq!(l[2]["key"], "");

@@ -2,6 +2,9 @@
 //! that stops early is not an error, a closed stdout is, output stays one line per record, and `verify`
 //! tells usage errors and harness faults apart from mismatches by its exit code.
 
+#[path = "support/schemas.rs"]
+mod schemas;
+
 use nginx_ketama_harness::testkit::TempFile;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -629,6 +632,7 @@ fn a_shim_mismatch_names_the_shims_answer() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(v.get("shim").is_some() && v.get("expected").is_none(), "{line}");
         assert_eq!(v["shim_command"], wrong.as_str());
+        assert_eq!(schemas::check(&v), "nginx-ketama/mismatch/v1");
     }
 }
 

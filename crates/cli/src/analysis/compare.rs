@@ -2,9 +2,11 @@
 //! server.
 
 use super::unit_words;
-use crate::args::{ConfigArgs, FormatArg, KeysFile};
+use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile};
+use crate::gate::{self, Verdict};
 use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json};
+use crate::schema::{self, Schema};
 use anyhow::Result;
 use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
@@ -50,11 +52,14 @@ pub(crate) struct Args {
     keys: KeysFile,
     #[command(flatten)]
     format: FormatArg,
+    #[command(flatten)]
+    gate: FailAgreementBelow,
 }
 
 /// The JSON document of `compare`.
 #[derive(serde::Serialize)]
 struct CompareJson<'a> {
+    schema: Schema,
     upstream: &'a str,
     against: &'a str,
     /// For a proxy: what its model is read from, and whether it is proven live.
@@ -171,7 +176,7 @@ impl serde::Serialize for Report<'_> {
     }
 }
 
-pub(crate) fn run(args: &Args) -> Result<()> {
+pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let loaded = args.config.load()?;
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::new(up);
@@ -188,44 +193,60 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let other = against.to_string();
     let report = Report::of(&uniform, "uniform", &other);
     let over_keys = keys.as_ref().map(|(path, k)| (path, Report::of(k, "keys", &other)));
-    let mut out = BufWriter::new(crate::stdout::stdout());
-    match args.format.format {
-        Format::Table => {
-            let how = match uniform.method {
-                Method::Exact => unit_words(uniform.unit),
-                _ => "over random keys".into(),
-            };
-            writeln!(out, "upstream {name} (nginx {}) against {other}: {how}", up.version())?;
-            if let Against::Engine(engine) = against {
-                writeln!(out, "{}", provenance(&engine))?;
+    let verdict = Verdict::of(args.gate.fail_agreement_below.into_iter().flat_map(|limit| {
+        let what = match uniform.method {
+            Method::Sampled { keys, .. } => format!("{keys} random keys"),
+            _ => "the hash space".to_string(),
+        };
+        let over_keys = keys.as_ref().map(|(path, k)| (format!("the keys of {}", path.display()), k));
+        let other = &other;
+        [(what, &uniform)]
+            .into_iter()
+            .chain(over_keys)
+            .map(move |(what, c)| gate::agreement_below(limit, c.agree, c.total, &what, other))
+    }));
+    let written = (|| -> Result<()> {
+        let mut out = BufWriter::new(crate::stdout::stdout());
+        match args.format.format {
+            Format::Table => {
+                let how = match uniform.method {
+                    Method::Exact => unit_words(uniform.unit),
+                    _ => "over random keys".into(),
+                };
+                writeln!(out, "upstream {name} (nginx {}) against {other}: {how}", up.version())?;
+                if let Against::Engine(engine) = against {
+                    writeln!(out, "{}", provenance(&engine))?;
+                }
+                report.write_table(&mut out)?;
+                if let Some((path, k)) = &over_keys {
+                    writeln!(out, "\nover the {} keys of {}:", k.comparison.total, path.display())?;
+                    k.write_table(&mut out)?;
+                }
             }
-            report.write_table(&mut out)?;
-            if let Some((path, k)) = &over_keys {
-                writeln!(out, "\nover the {} keys of {}:", k.comparison.total, path.display())?;
-                k.write_table(&mut out)?;
+            Format::Json => {
+                let provenance = match against {
+                    Against::Engine(engine) => Some(provenance(&engine)),
+                    _ => None,
+                };
+                let doc = CompareJson {
+                    schema: schema::COMPARE,
+                    upstream: name,
+                    against: &other,
+                    provenance: provenance.as_deref(),
+                    uniform: &report,
+                    keys: over_keys.as_ref().map(|(_, k)| k),
+                };
+                json(&mut out, &doc)?;
+            }
+            Format::Csv => {
+                let keys = over_keys.as_ref().map(|(_, k)| &k.servers);
+                rows::write_csv(&mut out, [&report.servers].into_iter().chain(keys))?;
             }
         }
-        Format::Json => {
-            let provenance = match against {
-                Against::Engine(engine) => Some(provenance(&engine)),
-                _ => None,
-            };
-            let doc = CompareJson {
-                upstream: name,
-                against: &other,
-                provenance: provenance.as_deref(),
-                uniform: &report,
-                keys: over_keys.as_ref().map(|(_, k)| k),
-            };
-            json(&mut out, &doc)?;
-        }
-        Format::Csv => {
-            let keys = over_keys.as_ref().map(|(_, k)| &k.servers);
-            rows::write_csv(&mut out, [&report.servers].into_iter().chain(keys))?;
-        }
-    }
-    out.flush()?;
-    Ok(())
+        out.flush()?;
+        Ok(())
+    })();
+    gate::after(verdict, written)
 }
 
 /// "ENGINE: modelled from <source>; proven live …" or "…; not proven live".

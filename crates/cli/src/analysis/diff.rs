@@ -1,10 +1,12 @@
 //! `nginx-ketama diff`: what moves between two configurations (or two nginx versions).
 
 use super::{basis_name, unit_words};
-use crate::args::{self, Failed, FormatArg, Fragment, KeyLength, KeysFile, Loaded, NoResolve, SvgFile};
+use crate::args::{self, FailMovedAbove, Failed, FormatArg, Fragment, KeyLength, KeysFile, Loaded, NoResolve, SvgFile};
 use crate::args::{modelled_version, with_modelled_range};
+use crate::gate::{self, Verdict};
 use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json, svg};
+use crate::schema::{self, Schema};
 use anyhow::Result;
 use nginx_ketama::analysis::diff::Diff;
 use nginx_ketama::analysis::{Pick, PickMap, Unit};
@@ -66,6 +68,8 @@ pub(crate) struct Args {
     format: FormatArg,
     #[command(flatten)]
     svg: SvgFile,
+    #[command(flatten)]
+    gate: FailMovedAbove,
 }
 
 impl Args {
@@ -83,6 +87,7 @@ impl Args {
 /// The JSON document of `diff`.
 #[derive(serde::Serialize)]
 struct DiffJson<'a> {
+    schema: Schema,
     from: SideJson,
     to: SideJson,
     /// The uniform figure, over 2^32 CRC32 values.
@@ -208,7 +213,7 @@ impl serde::Serialize for Report<'_> {
     }
 }
 
-pub(crate) fn run(args: &Args) -> Result<()> {
+pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let to_path = args.to_path();
     let from = args.load(&args.from, args.upstream.as_deref(), args.from_version, args.from_libc)?;
     let to_upstream = args.to_upstream.as_deref().or(args.upstream.as_deref());
@@ -226,42 +231,53 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     let hash_space = Report::of(&diff, "hash-space");
     let over_keys = keys.as_ref().map(|(path, k)| (path, Report::of(k, "keys")));
-    let mut out = BufWriter::new(crate::stdout::stdout());
-    match args.format.format {
-        Format::Table => {
-            let describe = |path: &Path, side: &Loaded| {
-                let up: &Upstream = &side.upstream;
-                let method = if up.ring().is_some() { "consistent" } else { "plain" };
-                // The C library is named when it is not the default (glibc).
-                let libc = if up.libc() == Libc::Glibc { String::new() } else { format!(", {}", up.libc()) };
-                format!("{} (upstream {}, {method}, nginx {}{libc})", path.display(), side.name, up.version())
-            };
-            writeln!(out, "from {}", describe(&args.from, &from))?;
-            writeln!(out, "to   {}", describe(to_path, &to))?;
-            writeln!(out, "{}", unit_words(diff.unit))?;
-            if diff.to_unit != diff.unit {
-                writeln!(out, "(after: {})", unit_words(diff.to_unit))?;
+    let verdict = Verdict::of(args.gate.fail_moved_above.into_iter().flat_map(|limit| {
+        let keys = over_keys.as_ref().map(|(path, k)| (format!("the keys of {}", path.display()), k.diff));
+        [("the hash space".to_string(), &diff)]
+            .into_iter()
+            .chain(keys)
+            .map(move |(what, d)| gate::moved_above(limit, d.moved, d.total, &what))
+    }));
+    let written = (|| -> Result<()> {
+        let mut out = BufWriter::new(crate::stdout::stdout());
+        match args.format.format {
+            Format::Table => {
+                let describe = |path: &Path, side: &Loaded| {
+                    let up: &Upstream = &side.upstream;
+                    let method = if up.ring().is_some() { "consistent" } else { "plain" };
+                    // The C library is named when it is not the default (glibc).
+                    let libc = if up.libc() == Libc::Glibc { String::new() } else { format!(", {}", up.libc()) };
+                    format!("{} (upstream {}, {method}, nginx {}{libc})", path.display(), side.name, up.version())
+                };
+                writeln!(out, "from {}", describe(&args.from, &from))?;
+                writeln!(out, "to   {}", describe(to_path, &to))?;
+                writeln!(out, "{}", unit_words(diff.unit))?;
+                if diff.to_unit != diff.unit {
+                    writeln!(out, "(after: {})", unit_words(diff.to_unit))?;
+                }
+                hash_space.write_table(&mut out)?;
+                if let Some((path, k)) = &over_keys {
+                    writeln!(out, "\nover the {} keys of {}:", k.diff.total, path.display())?;
+                    k.write_table(&mut out)?;
+                }
             }
-            hash_space.write_table(&mut out)?;
-            if let Some((path, k)) = &over_keys {
-                writeln!(out, "\nover the {} keys of {}:", k.diff.total, path.display())?;
-                k.write_table(&mut out)?;
+            Format::Json => {
+                let doc = DiffJson {
+                    schema: schema::DIFF,
+                    from: SideJson::of(&args.from, &from, &a),
+                    to: SideJson::of(to_path, &to, &b),
+                    hash_space: &hash_space,
+                    keys: over_keys.as_ref().map(|(_, k)| k),
+                };
+                json(&mut out, &doc)?;
+            }
+            Format::Csv => {
+                let keys = over_keys.as_ref().map(|(_, k)| &k.moves);
+                rows::write_csv(&mut out, [&hash_space.moves].into_iter().chain(keys))?;
             }
         }
-        Format::Json => {
-            let doc = DiffJson {
-                from: SideJson::of(&args.from, &from, &a),
-                to: SideJson::of(to_path, &to, &b),
-                hash_space: &hash_space,
-                keys: over_keys.as_ref().map(|(_, k)| k),
-            };
-            json(&mut out, &doc)?;
-        }
-        Format::Csv => {
-            let keys = over_keys.as_ref().map(|(_, k)| &k.moves);
-            rows::write_csv(&mut out, [&hash_space.moves].into_iter().chain(keys))?;
-        }
-    }
-    out.flush()?;
-    Ok(())
+        out.flush()?;
+        Ok(())
+    })();
+    gate::after(verdict, written)
 }

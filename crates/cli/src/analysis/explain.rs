@@ -3,6 +3,7 @@
 use crate::args::{self, ConfigArgs, Failed, FormatArg};
 use crate::render::{Format, json, key_text};
 use crate::route::NOW;
+use crate::schema::{self, Schema};
 use anyhow::{Result, bail};
 use nginx_ketama::analysis::explain::{Explanation, Landing, explain};
 use nginx_ketama::worker::{Step, Verdict};
@@ -26,6 +27,14 @@ pub(crate) struct Args {
     /// The keys, explained as consecutive requests to one fresh worker (as `route` reads them).
     #[arg(required = true, value_name = "KEY")]
     keys: Vec<OsString>,
+}
+
+/// The JSON document of `explain`.
+#[derive(serde::Serialize)]
+struct ExplainJson {
+    schema: Schema,
+    /// One per key, in order.
+    keys: Vec<KeyJson>,
 }
 
 /// One key of `explain --format json`.
@@ -209,7 +218,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         .collect();
     let mut out = BufWriter::new(crate::stdout::stdout());
     match format {
-        Format::Json => json(&mut out, &explanations.iter().map(|e| to_json(up, e)).collect::<Vec<_>>())?,
+        Format::Json => {
+            let keys = explanations.iter().map(|e| to_json(up, e)).collect();
+            json(&mut out, &ExplainJson { schema: schema::EXPLAIN, keys })?
+        }
         _ => {
             for (i, e) in explanations.iter().enumerate() {
                 if i > 0 {

@@ -1,7 +1,9 @@
 //! `nginx-ketama forge`: keys that land on a chosen server.
 
 use crate::args::{ConfigArgs, Failed, FormatArg};
-use crate::render::rows::{Cell, Column, Rows};
+use crate::render::rows::{self, Cell, Column, Rows};
+use crate::render::{Format, json};
+use crate::schema::{self, Schema};
 use anyhow::Result;
 use nginx_ketama::Server;
 use nginx_ketama::analysis::forge::{Target, forge_keys};
@@ -33,6 +35,16 @@ pub(crate) struct Args {
     format: FormatArg,
 }
 
+/// The JSON document of `forge`.
+#[derive(serde::Serialize)]
+struct ForgeJson<'a> {
+    schema: Schema,
+    /// The server the keys land on.
+    server: &'a str,
+    /// `key`, `crc32`, `point` (`null` for plain hash).
+    keys: rows::Json<'a>,
+}
+
 pub(crate) fn run(args: &Args) -> Result<()> {
     let loaded = args.config.load()?;
     let up = &loaded.upstream;
@@ -54,7 +66,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         ]);
     }
     let mut out = BufWriter::new(crate::stdout::stdout());
-    rows.write(args.format.format, &mut out)?;
+    match args.format.format {
+        Format::Json => json(&mut out, &ForgeJson { schema: schema::FORGE, server: &args.server, keys: rows.json() })?,
+        format => rows.write(format, &mut out)?,
+    }
     out.flush()?;
     Ok(())
 }

@@ -1,12 +1,14 @@
 //! `nginx-ketama share`: each server's exact share of first picks.
 
 use super::{basis_name, health_name, unit_words};
-use crate::args::{ConfigArgs, Failed, FormatArg, KeyLength, KeysFile, SvgFile};
+use crate::args::{ConfigArgs, FailSkewAbove, Failed, FormatArg, KeyLength, KeysFile, SvgFile};
+use crate::gate::{self, Verdict};
 use crate::render::rows::{self, Cell, Column, Rows};
 use crate::render::{Format, json, svg};
+use crate::schema::{self, Schema};
 use anyhow::Result;
 use nginx_ketama::Method;
-use nginx_ketama::analysis::{PickMap, Share};
+use nginx_ketama::analysis::{PickMap, ServerHealth, Share};
 use std::io::{BufWriter, Write};
 
 /// `share`'s arguments.
@@ -24,11 +26,14 @@ pub(crate) struct Args {
     format: FormatArg,
     #[command(flatten)]
     svg: SvgFile,
+    #[command(flatten)]
+    gate: FailSkewAbove,
 }
 
 /// The JSON document of `share`.
 #[derive(serde::Serialize)]
 struct ShareJson<'a> {
+    schema: Schema,
     upstream: &'a str,
     method: &'static str,
     nginx: String,
@@ -114,7 +119,25 @@ fn with_keys(rows: Rows, key_rows: Option<Rows>) -> Rows {
     }
 }
 
-pub(crate) fn run(args: &Args) -> Result<()> {
+/// The most loaded server and how many times its fair share it answers: the hashed part (the whole but
+/// round-robin) × its points (its weight) ÷ the points of every server that is not failing or down. `None`
+/// when nothing is hashed.
+fn largest_over_fair(share: &Share) -> Option<(String, f64)> {
+    let takes = |h: ServerHealth| !matches!(h, ServerHealth::Failing | ServerHealth::Down);
+    let points: u64 = share.servers.iter().filter(|s| takes(s.health)).map(|s| s.points).sum();
+    let hashed = share.total - share.round_robin;
+    if points == 0 || hashed == 0 {
+        return None;
+    }
+    share
+        .servers
+        .iter()
+        .filter(|s| s.points > 0 && s.count > 0)
+        .map(|s| (s.server.to_string(), s.count as f64 * points as f64 / (hashed as f64 * s.points as f64)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let loaded = args.config.load()?;
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::with_failing(up, args.failed.in_upstream(up)?, args.key_length.key_length);
@@ -127,38 +150,49 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     let rows = share_rows(&share, up.method());
     let key_rows = keys.as_ref().map(|(_, k)| key_rows(k));
-    let mut out = BufWriter::new(crate::stdout::stdout());
-    match args.format.format {
-        Format::Json => {
-            let doc = ShareJson {
-                upstream: name,
-                method: up.method().as_str(),
-                nginx: up.version().to_string(),
-                basis: basis_name(share.unit),
-                total: share.total,
-                servers: rows.json(),
-                round_robin: share.round_robin,
-                round_robin_fraction: rows::fraction(share.round_robin, share.total),
-                answerable: share.answerable,
-                keys: keys.as_ref().zip(key_rows.as_ref()).map(|((path, k), rows)| KeysJson {
-                    file: path.display().to_string(),
-                    total: k.total,
-                    round_robin: k.round_robin,
+    let verdict = Verdict::of(args.gate.fail_skew_above.into_iter().flat_map(|limit| {
+        let over_keys = keys.as_ref().map(|(path, k)| (format!("the keys of {}", path.display()), k));
+        [("the hash space".to_string(), &share)].into_iter().chain(over_keys).map(move |(what, s)| {
+            let (server, skew) = largest_over_fair(s)?;
+            gate::skew_above(limit, &server, skew, &what)
+        })
+    }));
+    let written = (|| -> Result<()> {
+        let mut out = BufWriter::new(crate::stdout::stdout());
+        match args.format.format {
+            Format::Json => {
+                let doc = ShareJson {
+                    schema: schema::SHARE,
+                    upstream: name,
+                    method: up.method().as_str(),
+                    nginx: up.version().to_string(),
+                    basis: basis_name(share.unit),
+                    total: share.total,
                     servers: rows.json(),
-                }),
-            };
-            json(&mut out, &doc)?;
-        }
-        Format::Table => {
-            let (method, version) = (up.method().as_str(), up.version());
-            writeln!(out, "upstream {name} ({method}, nginx {version}): {}", unit_words(share.unit))?;
-            with_keys(rows, key_rows).write_table(&mut out)?;
-            if !share.answerable {
-                writeln!(out, "no peer answers: every request fails")?;
+                    round_robin: share.round_robin,
+                    round_robin_fraction: rows::fraction(share.round_robin, share.total),
+                    answerable: share.answerable,
+                    keys: keys.as_ref().zip(key_rows.as_ref()).map(|((path, k), rows)| KeysJson {
+                        file: path.display().to_string(),
+                        total: k.total,
+                        round_robin: k.round_robin,
+                        servers: rows.json(),
+                    }),
+                };
+                json(&mut out, &doc)?;
             }
+            Format::Table => {
+                let (method, version) = (up.method().as_str(), up.version());
+                writeln!(out, "upstream {name} ({method}, nginx {version}): {}", unit_words(share.unit))?;
+                with_keys(rows, key_rows).write_table(&mut out)?;
+                if !share.answerable {
+                    writeln!(out, "no peer answers: every request fails")?;
+                }
+            }
+            Format::Csv => with_keys(rows, key_rows).write_csv(&mut out)?,
         }
-        Format::Csv => with_keys(rows, key_rows).write_csv(&mut out)?,
-    }
-    out.flush()?;
-    Ok(())
+        out.flush()?;
+        Ok(())
+    })();
+    gate::after(verdict, written)
 }

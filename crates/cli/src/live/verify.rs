@@ -679,6 +679,7 @@ fn write_findings(args: &VerifyArgs, run: &Run, findings: &[Finding]) -> Result<
     for f in findings {
         let m = &f.mismatch;
         let mut line = serde_json::json!({
+            "schema": crate::schema::MISMATCH,
             "run": run.id,
             "nginx": f.version,
             "backend": f.backend,

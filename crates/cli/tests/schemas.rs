@@ -1,0 +1,143 @@
+//! Every JSON output of the command carries a `schema` field naming a versioned JSON Schema committed under
+//! `docs/schemas/`, and follows it: real outputs of the binary, in their variants (consistent and plain
+//! hash, failing servers, `--keys`, sampled comparisons, keys that are not UTF-8), are validated against
+//! the files with a JSON Schema validator. The schemas are closed (`additionalProperties: false` on every
+//! object), so a field added to an output without its schema fails here. (The mismatch file's lines are
+//! checked where a live run writes them, in `cli_io.rs`; the verify report in `report.rs`.)
+
+#[path = "support/schemas.rs"]
+mod schemas;
+
+use nginx_ketama_harness::testkit::{TempFile, run_with_stdin};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Command;
+
+const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+
+const CONSISTENT: &str = "events {}\nhttp {\n upstream app {\n  hash $arg_k consistent;\n  server 127.0.0.1:9001;\n  server 127.0.0.1:9002 weight=2;\n  server 127.0.0.1:9003;\n  server [::1]:9004;\n }\n}\n";
+const GROWN: &str = "events {}\nhttp {\n upstream app {\n  hash $arg_k consistent;\n  server 127.0.0.1:9001;\n  server 127.0.0.1:9002 weight=2;\n  server 127.0.0.1:9003;\n  server [::1]:9004;\n  server 127.0.0.1:9005;\n }\n}\n";
+const PLAIN: &str = "events {}\nhttp {\n upstream app {\n  hash $arg_k;\n  server 127.0.0.1:9001;\n  server 127.0.0.1:9002 down;\n  server 127.0.0.1:9003 weight=3;\n  server 127.0.0.1:9004;\n }\n}\n";
+
+/// Runs the command with `stdin`; its stdout, after a success.
+fn stdout(args: &[&str], stdin: &[u8]) -> String {
+    let mut cmd = Command::new(CLI);
+    cmd.args(args);
+    let out = run_with_stdin(cmd, stdin).unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every JSON document the command writes for a set of command lines covering each output's variants.
+fn outputs() -> Vec<(String, Value)> {
+    let a = TempFile::new("a.conf", CONSISTENT);
+    let b = TempFile::new("b.conf", GROWN);
+    let p = TempFile::new("p.conf", PLAIN);
+    let keys = TempFile::new("keys", (0..500).map(|i| format!("/product/{i}\n")).collect::<String>());
+    let (a, b, p, keys) = (a.to_str().unwrap(), b.to_str().unwrap(), p.to_str().unwrap(), keys.to_str().unwrap());
+    let mut docs = Vec::new();
+    let mut one = |args: &[&str]| {
+        let mut args = args.to_vec();
+        args.extend(["--format", "json"]);
+        docs.push((args.join(" "), serde_json::from_str(&stdout(&args, b"")).unwrap()));
+    };
+    for c in [a, p] {
+        one(&["explain", "--config", c, "--failed", "127.0.0.1:9001", "k0", "", "k4"]);
+        one(&["share", "--config", c, "--failed", "127.0.0.1:9003", "--keys", keys]);
+        one(&["forge", "--config", c, "--server", "127.0.0.1:9003", "--count", "3"]);
+    }
+    one(&["share", "--config", a, "--nginx-version", "1.18.0", "--libc", "musl"]);
+    one(&["diff", "--from", a, "--to", b, "--keys", keys]);
+    one(&["diff", "--from", a, "--to", p, "--failed", "127.0.0.1:9001"]);
+    one(&["compare", "--config", a, "--against", "pingora-ketama", "--keys", keys]);
+    one(&["compare", "--config", a, "--against", "md5-vnodes", "--samples", "2000", "--keys", keys]);
+    one(&["compare", "--config", a, "--against", "haproxy@3.0.11:crc32", "--samples", "2000"]);
+    one(&["compare", "--config", a, "--against", "apisix"]);
+    for c in [a, p] {
+        let text = stdout(&["route", "--config", c, "--failed", "127.0.0.1:9003"], b"k0\n\n\xff\xfe\nk4\n");
+        for line in text.lines() {
+            docs.push((format!("route --config {c}"), serde_json::from_str(line).unwrap()));
+        }
+    }
+    docs
+}
+
+#[test]
+fn every_json_output_follows_the_schema_it_names() {
+    let mut named = BTreeSet::new();
+    for (command, doc) in outputs() {
+        eprintln!("{command}");
+        named.insert(schemas::check(&doc));
+    }
+    let offline = ["route", "explain", "share", "diff", "forge", "compare"].map(|o| format!("nginx-ketama/{o}/v1"));
+    assert_eq!(named, offline.into_iter().collect());
+}
+
+/// An output with a field its schema does not describe fails: at the top and deep inside.
+#[test]
+fn a_field_the_schema_does_not_describe_fails() {
+    let docs = outputs();
+    let (_, share) = docs.iter().find(|(c, _)| c.starts_with("share")).unwrap();
+    let schema = schemas::load("nginx-ketama/share/v1");
+    assert!(schemas::errors(&schema, share).is_empty());
+    let mut top = share.clone();
+    top["skew"] = 1.5.into();
+    assert!(!schemas::errors(&schema, &top).is_empty(), "a new top-level field");
+    let mut deep = share.clone();
+    deep["servers"][0]["weight"] = 1.into();
+    assert!(!schemas::errors(&schema, &deep).is_empty(), "a new field of a server");
+    let mut missing = share.clone();
+    missing.as_object_mut().unwrap().remove("total");
+    assert!(!schemas::errors(&schema, &missing).is_empty(), "a field taken away");
+    let mut renamed = share.clone();
+    renamed["schema"] = "nginx-ketama/share/v2".into();
+    assert!(!schemas::errors(&schema, &renamed).is_empty(), "another version");
+}
+
+/// Every object every schema describes is closed, so the test above holds for each output, not just one.
+#[test]
+fn every_object_of_every_schema_is_closed() {
+    fn walk(v: &Value, at: &str, open: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if m.contains_key("properties") && m.get("additionalProperties") != Some(&Value::Bool(false)) {
+                    open.push(at.to_string());
+                }
+                for (k, v) in m {
+                    walk(v, &format!("{at}/{k}"), open);
+                }
+            }
+            Value::Array(a) => a.iter().enumerate().for_each(|(i, v)| walk(v, &format!("{at}/{i}"), open)),
+            _ => {}
+        }
+    }
+    for entry in std::fs::read_dir(schemas::dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let mut open = Vec::new();
+        walk(&schema, "", &mut open);
+        assert!(open.is_empty(), "{}: objects without additionalProperties: false at {open:?}", path.display());
+    }
+}
+
+/// One name per schema: each file of `docs/schemas/` is `<output>.v<N>.json`, titled and pinned (`const`)
+/// to the name its output carries, and the names the code gives its outputs (`src/schema.rs`) are exactly
+/// the files.
+#[test]
+fn schema_names_and_files_are_one_to_one() {
+    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/schema.rs")).unwrap();
+    let in_code: BTreeSet<String> =
+        source.split("Schema(\"").skip(1).map(|rest| rest[..rest.find('"').unwrap()].to_string()).collect();
+    let mut files = BTreeSet::new();
+    for entry in std::fs::read_dir(schemas::dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let name = schema["title"].as_str().unwrap().to_string();
+        assert_eq!(schemas::file_of(&name), path, "{name}");
+        assert_eq!(schema["properties"]["schema"]["const"], name.as_str(), "{}", path.display());
+        assert!(schema["required"].as_array().unwrap().contains(&"schema".into()), "{}", path.display());
+        assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+        files.insert(name);
+    }
+    assert_eq!(in_code, files, "the names in src/schema.rs and the files of docs/schemas/");
+}
