@@ -61,11 +61,11 @@
 
 pub mod analysis;
 pub mod config;
+pub mod dispatch;
 #[cfg(feature = "engines")]
 pub mod engines;
-pub mod dispatch;
-pub mod key;
 pub mod failure;
+pub mod key;
 #[cfg(feature = "md5")]
 pub mod md5_variants;
 mod peer;
