@@ -418,7 +418,7 @@ impl<'o> Walk<'o> {
             self.scope.defined.extend(values::named_captures(a));
         }
         if matches!(ctx, Ctx::Server | Ctx::Location) && !is_block {
-            self.sites.directive(&args);
+            self.sites.directive(&args, &location);
         }
         match (ctx, name) {
             (_, b"include") => {
@@ -504,6 +504,7 @@ impl<'o> Walk<'o> {
             }
             (Ctx::Server | Ctx::Location, b"if") => {
                 count(n >= 1)?;
+                self.sites.open_if(at);
                 self.enter(lx, if ctx == Ctx::Server { Ctx::ServerIf } else { Ctx::LocationIf }, at)?;
             }
             (Ctx::Location, b"limit_except") => {
