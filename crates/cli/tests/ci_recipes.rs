@@ -111,6 +111,8 @@ fn step(scratch: &Scratch, path: &str, env: &[(&str, String)], bash: &[&str], sc
         .env("PATH", path)
         .env("HOME", &scratch.home)
         .env("CI", "true")
+        // `mktemp` (GitLab's base worktree) makes its directory in the scratch, removed with it.
+        .env("TMPDIR", &scratch.temp)
         .env_remove("NGINX_KETAMA_NGINX_DIR")
         .env_remove("NGINX_KETAMA_NO_NAMESPACES");
     for (k, v) in env {

@@ -294,3 +294,18 @@ fn a_config_report_has_a_case_per_upstream() {
     let Some(tools) = junit_tools() else { return };
     consume(&tools, &tmp.path().join("config.xml")).unwrap_or_else(|e| panic!("{e}\n{xml}"));
 }
+
+/// A report that cannot be written at the end (`/dev/full`: no space) turns a proof into a harness fault
+/// (exit 3): a pipeline that reads the report must not pass without it.
+#[test]
+fn a_lost_report_is_no_pass() {
+    let Some(install) = glibc_build() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let v = install.version.to_string();
+    let args = ["--backend", "local", "--versions", &v, "--libc", "glibc", "--topologies", "1", "--keys", "50"];
+    let mut args = args.to_vec();
+    args.extend(["--stream-sessions", "0", "--report", "junit=/dev/full"]);
+    let out = verify(&args, tmp.path());
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(text(&out).contains("0 mismatches") && text(&out).contains("nginx-ketama: --report junit: writing /dev/full"), "{}", text(&out));
+}

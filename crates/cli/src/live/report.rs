@@ -663,6 +663,21 @@ mod tests {
         assert!(!text.contains("time=") && !text.contains("timestamp") && !text.contains("hostname"));
     }
 
+    /// With `--repeat`, each run is a suite of its own, named and classed by its run.
+    #[test]
+    fn runs_of_a_soak_are_suites_of_their_own() {
+        let mut r = sample();
+        let mut second = r.suites[0].clone();
+        second.run = Some(2);
+        r.suites[0].run = Some(1);
+        r.suites.push(second);
+        let text = String::from_utf8(r.render(ReportFormat::Junit, Verdict::Mismatches)).unwrap();
+        assert!(text.contains("<testsuite name=\"nginx 1.26.3, run 2\""), "{text}");
+        assert!(text.contains("classname=\"verify.run2.nginx-1_26_3\""), "{text}");
+        assert!(text.contains("<testsuites name=\"nginx-ketama verify\" tests=\"8\" failures=\"2\" errors=\"2\">"));
+        assert_eq!(r.json(Verdict::Mismatches)["suites"][1]["run"], 2);
+    }
+
     /// The JSON carries the verdict it is given, not one of its own.
     #[test]
     fn the_verdict_is_the_one_given() {
