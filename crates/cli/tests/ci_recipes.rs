@@ -167,8 +167,12 @@ fn the_github_actions_recipe_runs_as_written() {
     let uses = |action: &'static str| {
         steps.iter().filter(move |st| st["uses"].as_str().is_some_and(|u| u.starts_with(action)))
     };
-    let caches: Vec<(&str, &str)> = uses("actions/cache").map(|st| (s(&st["with"]["path"]), s(&st["with"]["key"]))).collect();
-    assert!(caches.contains(&("nginx-ketama/.nginx", "nginx-${{ hashFiles('nginx-ketama/nginx/versions') }}")), "{caches:?}");
+    let caches: Vec<(&str, &str)> =
+        uses("actions/cache").map(|st| (s(&st["with"]["path"]), s(&st["with"]["key"]))).collect();
+    assert!(
+        caches.contains(&("nginx-ketama/.nginx", "nginx-${{ hashFiles('nginx-ketama/nginx/versions') }}")),
+        "{caches:?}"
+    );
     assert!(caches.contains(&(".tool", "nginx-ketama-${{ hashFiles('nginx-ketama/Cargo.lock') }}")), "{caches:?}");
     let upload = uses("actions/upload-artifact").next().expect("the report is uploaded");
     assert_eq!((s(&upload["if"]), s(&upload["with"]["path"])), ("always()", "reports/"));
@@ -219,13 +223,12 @@ fn the_gitlab_ci_recipe_runs_as_written() {
     let doc = recipe("GitLab CI");
     let job = &doc["nginx-ketama"];
     assert_eq!(s(&job["rules"][0]["if"]), "$CI_PIPELINE_SOURCE == \"merge_request_event\"");
-    let caches: Vec<(&str, &str)> = job["cache"]
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .map(|c| (s(&c["key"]["files"][0]), s(&c["paths"][0])))
-        .collect();
-    assert_eq!(caches, [("nginx-ketama/nginx/versions", "nginx-ketama/.nginx/"), ("nginx-ketama/Cargo.lock", ".tool/")]);
+    let caches: Vec<(&str, &str)> =
+        job["cache"].as_sequence().unwrap().iter().map(|c| (s(&c["key"]["files"][0]), s(&c["paths"][0]))).collect();
+    assert_eq!(
+        caches,
+        [("nginx-ketama/nginx/versions", "nginx-ketama/.nginx/"), ("nginx-ketama/Cargo.lock", ".tool/")]
+    );
     assert_eq!(s(&job["artifacts"]["when"]), "always");
     assert_eq!(s(&job["artifacts"]["reports"]["junit"]), "reports/nginx-ketama.xml");
     let lines: Vec<&str> = job["script"].as_sequence().unwrap().iter().map(s).collect();

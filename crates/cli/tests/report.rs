@@ -39,8 +39,9 @@ fn junit_tools() -> Option<(PathBuf, Vec<PathBuf>)> {
 fn consume(tools: &(PathBuf, Vec<PathBuf>), file: &Path) -> Result<Value, Value> {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/junit_check.py");
     let out = Command::new(&tools.0).arg(script).arg(file).args(&tools.1).output().unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
     if out.status.success() { Ok(doc) } else { Err(doc) }
 }
 
@@ -93,12 +94,7 @@ fn cases(read: &Value) -> Vec<(String, String, String, String)> {
                 Some(r) => (r["kind"].as_str().unwrap().to_string(), r["message"].as_str().unwrap_or("").to_string()),
                 None => ("passed".to_string(), String::new()),
             };
-            out.push((
-                s["name"].as_str().unwrap().to_string(),
-                c["name"].as_str().unwrap().to_string(),
-                kind,
-                message,
-            ));
+            out.push((s["name"].as_str().unwrap().to_string(), c["name"].as_str().unwrap().to_string(), kind, message));
         }
     }
     out
@@ -164,7 +160,9 @@ fn a_harness_fault_is_an_error_case() {
     assert_eq!(doc["verdict"], "harness_fault");
     assert_eq!(doc["totals"]["errors"], 2, "{doc:#}");
     assert!(xml.contains("broken &lt;&amp;&gt; line"), "{xml}");
-    assert!(xml.contains("replay: nginx-ketama verify --backend local --versions 1.30.6 --seed 2026 --keys 3000 --only 1"));
+    assert!(
+        xml.contains("replay: nginx-ketama verify --backend local --versions 1.30.6 --seed 2026 --keys 3000 --only 1")
+    );
     let Some(tools) = junit_tools() else { return };
     let read = consume(&tools, &tmp.path().join("fault.xml")).unwrap_or_else(|e| panic!("{e}\n{xml}"));
     let got = cases(&read);
@@ -245,14 +243,20 @@ fn mismatches_fail_and_what_did_not_run_is_skipped() {
     let mismatch_lines = std::fs::read_to_string(tmp.path().join("m.jsonl")).unwrap().lines().count();
     assert_eq!(result["mismatches"], mismatch_lines, "as many as the mismatch file holds");
     assert_eq!(doc["mismatch_file"], tmp.path().join("m.jsonl").display().to_string());
-    assert!(xml.contains(": shim 200 \"") && xml.contains(", nginx 200 \"") && xml.contains("replay: nginx-ketama verify"));
+    assert!(
+        xml.contains(": shim 200 \"") && xml.contains(", nginx 200 \"") && xml.contains("replay: nginx-ketama verify")
+    );
     let mut args = base.to_vec();
     args.extend(["--topologies", "3", "--shim", "cat > /dev/null"]);
     let (code, stopped_xml, doc, out) = reported(&args, tmp.path(), "stopped");
     assert_eq!(code, Some(1), "{out}");
     assert_eq!(doc["verdict"], "protocol_fault");
-    let outcomes: Vec<&str> =
-        doc["suites"][0]["cases"].as_array().unwrap().iter().map(|c| c["result"]["outcome"].as_str().unwrap()).collect();
+    let outcomes: Vec<&str> = doc["suites"][0]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["result"]["outcome"].as_str().unwrap())
+        .collect();
     assert_eq!(outcomes, ["protocol_fault", "skipped", "skipped"], "{doc:#}");
     let Some(tools) = junit_tools() else { return };
     let read = consume(&tools, &tmp.path().join("wrong.xml")).unwrap_or_else(|e| panic!("{e}\n{xml}"));
@@ -263,7 +267,10 @@ fn mismatches_fail_and_what_did_not_run_is_skipped() {
     let read = consume(&tools, &tmp.path().join("stopped.xml")).unwrap_or_else(|e| panic!("{e}\n{stopped_xml}"));
     let kinds: Vec<String> = cases(&read).into_iter().map(|(_, _, k, _)| k).collect();
     assert_eq!(kinds, ["failure", "skipped", "skipped"], "{read}");
-    assert_eq!(cases(&read)[1].3, "not run: the sweep stopped at the first protocol fault (--keep-going runs the rest)");
+    assert_eq!(
+        cases(&read)[1].3,
+        "not run: the sweep stopped at the first protocol fault (--keep-going runs the rest)"
+    );
 }
 
 /// `verify --config` on the example config: a case per upstream, the round-robin one skipped with why.
@@ -287,7 +294,13 @@ fn a_config_report_has_a_case_per_upstream() {
         .iter()
         .map(|c| (c["name"].as_str().unwrap().to_string(), c["result"]["outcome"].as_str().unwrap().to_string()))
         .collect();
-    let want = [("app", "passed"), ("sessions", "passed"), ("images", "passed"), ("local_cache", "passed"), ("static", "skipped")];
+    let want = [
+        ("app", "passed"),
+        ("sessions", "passed"),
+        ("images", "passed"),
+        ("local_cache", "passed"),
+        ("static", "skipped"),
+    ];
     assert_eq!(summary, want.map(|(a, b)| (a.to_string(), b.to_string())));
     assert!(cases_json[4]["result"]["reason"].as_str().unwrap().contains("round-robin, not hash"), "{doc:#}");
     assert!(xml.contains("replay: nginx-ketama verify --config"), "{xml}");
@@ -307,5 +320,9 @@ fn a_lost_report_is_no_pass() {
     args.extend(["--stream-sessions", "0", "--report", "junit=/dev/full"]);
     let out = verify(&args, tmp.path());
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
-    assert!(text(&out).contains("0 mismatches") && text(&out).contains("nginx-ketama: --report junit: writing /dev/full"), "{}", text(&out));
+    assert!(
+        text(&out).contains("0 mismatches") && text(&out).contains("nginx-ketama: --report junit: writing /dev/full"),
+        "{}",
+        text(&out)
+    );
 }

@@ -366,8 +366,7 @@ impl Report {
             out.push_str("    </properties>\n");
             let classname = suite.classname(&self.proof);
             for case in &suite.cases {
-                let _ =
-                    write!(out, "    <testcase name=\"{}\" classname=\"{}\">", attr(&case.name), attr(&classname));
+                let _ = write!(out, "    <testcase name=\"{}\" classname=\"{}\">", attr(&case.name), attr(&classname));
                 self.junit_outcome(&mut out, case);
                 let mut said = Vec::new();
                 if let Some(detail) = &case.detail {
@@ -402,10 +401,8 @@ impl Report {
         match &case.outcome {
             Outcome::Passed { .. } => {}
             Outcome::Failed { total, shown, replay } => {
-                let message = format!(
-                    "{total} of {} requests routed differently from nginx",
-                    case.counts.requests.max(*total)
-                );
+                let message =
+                    format!("{total} of {} requests routed differently from nginx", case.counts.requests.max(*total));
                 let mut body = String::new();
                 for s in shown {
                     let _ = writeln!(
@@ -656,7 +653,10 @@ mod tests {
         assert!(text.contains("<testsuites name=\"nginx-ketama verify\" tests=\"4\" failures=\"1\" errors=\"1\">"));
         assert!(text.contains("tests=\"4\" failures=\"1\" errors=\"1\" skipped=\"1\">"), "{text}");
         assert!(text.contains("<failure type=\"mismatch\" message=\"1 of 100 requests routed differently from nginx\">key \"k\\u{1}&lt;\" (hex 6b013c): expected 200 \"a:1\", nginx 200 \"b:2\"\nreplay: r1</failure>"), "{text}");
-        assert!(text.contains("<error type=\"harness fault\" message=\"nginx died\">nginx died\nlog\nreplay: r2</error>"), "{text}");
+        assert!(
+            text.contains("<error type=\"harness fault\" message=\"nginx died\">nginx died\nlog\nreplay: r2</error>"),
+            "{text}"
+        );
         assert!(text.contains("<skipped message=\"no stream module\"/>"), "{text}");
         assert!(text.contains("<property name=\"verdict\" value=\"mismatches\"/>"), "{text}");
         assert!(text.contains("classname=\"verify.nginx-1_26_3\""), "{text}");

@@ -1,5 +1,6 @@
 //! `nginx-ketama verify`: the parity sweep with a progress bar, a summary table and a replay file.
 
+use super::report::{Case, Counts, Implementation, Outcome, Proof, Report, ReportTarget, Suite};
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
@@ -9,7 +10,6 @@ use nginx_ketama_harness::golden::utc_time;
 use nginx_ketama_harness::nginx::build::Build;
 use nginx_ketama_harness::nginx::docker::{self, Image, ImageOrigin};
 use nginx_ketama_harness::nginx::install::Installation;
-use super::report::{Case, Counts, Implementation, Outcome, Proof, Report, ReportTarget, Suite};
 use nginx_ketama_harness::proofs::sweep::{
     Event, Fault, FaultKind, Finding, SweepOptions, VersionReport, replay_command, sweep_backend,
 };
@@ -561,12 +561,7 @@ fn sweep_suites(backends: &[Build], reports: &[VersionReport], options: &SweepOp
                     outcome,
                 });
             }
-            Suite {
-                build: backend.label(),
-                description: backend.summary(),
-                run,
-                cases,
-            }
+            Suite { build: backend.label(), description: backend.summary(), run, cases }
         })
         .collect()
 }
