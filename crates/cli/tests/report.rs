@@ -308,21 +308,30 @@ fn a_config_report_has_a_case_per_upstream() {
     consume(&tools, &tmp.path().join("config.xml")).unwrap_or_else(|e| panic!("{e}\n{xml}"));
 }
 
-/// A report that cannot be written at the end (`/dev/full`: no space) turns a proof into a harness fault
-/// (exit 3): a pipeline that reads the report must not pass without it.
+/// A report that cannot be written at the end (a device with /dev/full's numbers, made here: no space)
+/// turns a proof into a harness fault (exit 3): a pipeline that reads the report must not pass without it.
+/// The node is written through, never replaced.
 #[test]
 fn a_lost_report_is_no_pass() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let Some(install) = glibc_build() else { return };
     let tmp = tempfile::tempdir().unwrap();
+    let full = tmp.path().join("full");
+    let c = std::ffi::CString::new(full.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: mknod with a valid C string.
+    if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 7)) } != 0 {
+        skip("making a device node needs root");
+        return;
+    }
     let v = install.version.to_string();
+    let junit = format!("junit={}", full.display());
     let args = ["--backend", "local", "--versions", &v, "--libc", "glibc", "--topologies", "1", "--keys", "50"];
     let mut args = args.to_vec();
-    args.extend(["--stream-sessions", "0", "--report", "junit=/dev/full"]);
+    args.extend(["--stream-sessions", "0", "--report", &junit]);
     let out = verify(&args, tmp.path());
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
-    assert!(
-        text(&out).contains("0 mismatches") && text(&out).contains("nginx-ketama: --report junit: writing /dev/full"),
-        "{}",
-        text(&out)
-    );
+    let said = format!("nginx-ketama: --report junit: writing {}: No space left on device", full.display());
+    assert!(text(&out).contains("0 mismatches") && text(&out).contains(&said), "{}", text(&out));
+    let meta = std::fs::symlink_metadata(&full).unwrap();
+    assert!(meta.file_type().is_char_device() && meta.rdev() == libc::makedev(1, 7), "the node is intact");
 }
