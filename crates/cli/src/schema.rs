@@ -22,3 +22,6 @@ pub(crate) const COMPARE: Schema = Schema("nginx-ketama/compare/v1");
 /// Each line of `verify`'s mismatch file (`--mismatches`).
 #[cfg_attr(not(feature = "live"), allow(dead_code))]
 pub(crate) const MISMATCH: Schema = Schema("nginx-ketama/mismatch/v1");
+/// `verify --report json=FILE`.
+#[cfg_attr(not(feature = "live"), allow(dead_code))]
+pub(crate) const VERIFY: Schema = Schema("nginx-ketama/verify/v1");
