@@ -1,0 +1,196 @@
+//! Live proof of the failure model (issue 20 point 4): servers that answer a status code (500, 502, 503,
+//! 504, 403, 404, 429), stall past `proxy_read_timeout`, send an invalid header or refuse, under random
+//! `proxy_next_upstream` policies and tries limits, with GET and POST requests. For every request nginx's
+//! attempts (`$upstream_addr`), their `$upstream_status` and the client's status are compared with
+//! `Worker::request_with`; peer state carries across the requests of a topology.
+//!
+//! And the mutation check: the same answers judged by a model with one of nginx's rules changed must
+//! differ.
+//!
+//! Without provisioned nginx this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
+
+use anyhow::Result;
+use nginx_ketama::Method;
+use nginx_ketama::failure::{Condition, NextUpstream, RetryPolicy};
+use nginx_ketama_harness::catalog;
+use nginx_ketama_harness::nginx::build::Build;
+use nginx_ketama_harness::nginx::docker;
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::proofs::sweep::{SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama_harness::run::client::Method as HttpMethod;
+use nginx_ketama_harness::run::parity::{self, FailureModel, KeyKind, Mutation, Plan, PlannedRequest, compare};
+use nginx_ketama_harness::site::failures::{Answer, Failures, STATUSES};
+use nginx_ketama_harness::site::topology::{ServerLine, Topology, TopologyOptions};
+use nginx_ketama_harness::testkit::{report, skip};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+
+fn installs() -> Option<Vec<Installation>> {
+    let root = Installation::default_root();
+    let found = Installation::discover(&root);
+    if found.is_empty() {
+        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
+        return None;
+    }
+    Some(found)
+}
+
+/// A small sweep whose odd topologies have failure kinds; the seed is one whose failure topologies meet
+/// every kind on every build.
+fn options() -> SweepOptions {
+    SweepOptions {
+        seed: 20,
+        topologies: 10,
+        keys: 250,
+        stream_sessions: 0,
+        resolver_exe: Some(PathBuf::from(CLI)),
+        topology: TopologyOptions { max_servers: 16, ..TopologyOptions::default() },
+        ..SweepOptions::default()
+    }
+}
+
+fn check(reports: &[VersionReport], title: &str) {
+    report(&format!("{title}\n{}", VersionReport::table(reports)));
+    for r in reports {
+        for f in &r.faults {
+            eprintln!("FAULT nginx {} topology {:?}: {}\nreplay: {}", f.version, f.topology, f.cause, f.replay);
+        }
+        for f in r.findings.iter().take(10) {
+            eprintln!(
+                "MISMATCH nginx {} topology {} (seed {}): key {} expected {:?}, nginx {:?}\n{}\nreplay: {}",
+                f.version,
+                f.topology,
+                f.topology_seed,
+                parity::show_key(&f.mismatch.key),
+                f.mismatch.expected,
+                f.mismatch.actual,
+                f.upstream_block,
+                f.replay
+            );
+        }
+        assert!(r.faults.is_empty() && r.findings.is_empty(), "nginx {}: {r:?}", r.version);
+        assert_eq!(r.failure_topologies, 5, "nginx {}", r.version);
+        assert!(r.failure_requests.1 > 0, "POSTs sent on nginx {}", r.version);
+        let mut kinds: Vec<String> = STATUSES.iter().map(|s| format!("http_{s}")).collect();
+        kinds.extend(["refused", "timeout", "invalid_header"].map(String::from));
+        for kind in kinds {
+            assert!(r.failure_kinds.get(&kind).is_some_and(|&n| n > 0), "nginx {}: no request met {kind}", r.version);
+        }
+    }
+}
+
+/// Every provisioned build, as a local process: every failure kind, 0 mismatches.
+#[test]
+fn failure_kinds_match_nginx_on_every_local_build() {
+    let Some(installs) = installs() else { return };
+    let options = options();
+    let reports: Vec<VersionReport> =
+        installs.iter().map(|i| sweep_backend(&Build::Local(i.clone()), &options, &mut |_| {})).collect();
+    check(&reports, "failure kinds, local nginx");
+}
+
+/// The same sweep in containers, on every locally built image (glibc and musl).
+#[test]
+fn failure_kinds_match_nginx_in_containers() {
+    if !docker::available() {
+        skip("no Docker engine answers");
+        return;
+    }
+    let Some(installs) = installs() else { return };
+    let mut reports = Vec::new();
+    for install in &installs {
+        match docker::image_for(install.version, install.libc) {
+            Ok(image) => reports.push(sweep_backend(&Build::Docker(image), &options(), &mut |_| {})),
+            Err(e) => skip(&e.to_string()),
+        }
+    }
+    check(&reports, "failure kinds, containers");
+}
+
+/// Eight `127.0.70.x` lines with failure accounting (`max_fails=1 fail_timeout=3600s`) except the three
+/// that answer `200 OK`, which never leave.
+fn scenario() -> (Topology, Failures) {
+    let answers = [
+        Some(Answer::Status(503)),
+        Some(Answer::Status(404)),
+        None,
+        Some(Answer::Status(502)),
+        None,
+        Some(Answer::InvalidHeader),
+        None,
+        Some(Answer::Stall),
+    ];
+    let mut lines: Vec<ServerLine> = Vec::new();
+    let mut by_server = BTreeMap::new();
+    for (i, answer) in answers.iter().enumerate() {
+        let mut l = catalog::line(&format!("127.0.70.{}:{}", i + 1, 21000 + i));
+        if answer.is_some() {
+            l.max_fails = 1;
+            l.fail_timeout = 3600;
+        }
+        if let Some(a) = answer {
+            by_server.insert(l.server.clone(), *a);
+        }
+        lines.push(l);
+    }
+    let mut dead = catalog::line("127.0.70.9:21008");
+    dead.dead = true;
+    dead.max_fails = 1;
+    dead.fail_timeout = 3600;
+    lines.push(dead);
+    let policy = RetryPolicy {
+        next_upstream: [Condition::Error, Condition::Timeout, Condition::Http502, Condition::Http503, Condition::Http404]
+            .into_iter()
+            .collect::<NextUpstream>(),
+        tries: 2,
+        timeout_ms: 0,
+    };
+    let topology = Topology { seed: 70, method: Method::Consistent, lines, hosts: vec![] };
+    (topology, Failures { answers: by_server, policy, post_percent: 40 })
+}
+
+/// The mutation check: on one scenario per build, the library matches nginx request by request, and a
+/// model with one rule changed does not — a listed 5xx passed on as the last attempt counted as a failure,
+/// a retried 404 counted as a failure, or a sent POST retried without `non_idempotent`.
+#[test]
+fn changed_failure_rules_fail_the_live_comparison() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    for install in installs {
+        let backend = Build::Local(install);
+        let (topology, failures) = scenario();
+        let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
+        let upstream = topology.upstream(backend.version(), backend.libc())?;
+        let keys = parity::plan(&upstream, 3, &parity::PlanOptions { random_keys: 300, empty_keys: 0, prove_ring: false });
+        // The keys once with 40% POSTs, then all again as GET: later requests see what earlier ones did to
+        // each peer's failure count.
+        let first = parity::with_posts(keys.clone(), 3, failures.post_percent);
+        let requests: Vec<PlannedRequest> = first.requests.into_iter().chain(keys.requests).collect();
+        let plan = Plan { requests, arcs: 0 };
+        let responses = session.send_plan(&plan, &mut |_| {})?;
+        let right = compare(&plan, &responses, &mut FailureModel::new(&upstream, &topology, &failures), Duration::ZERO);
+        for m in right.mismatches.iter().take(5) {
+            eprintln!("request {} {:?}: expected {:?}, nginx {:?}", m.index, m.kind, m.expected, m.actual);
+        }
+        assert!(right.mismatches.is_empty(), "nginx {}: {} mismatches", backend.version(), right.mismatches.len());
+        assert!(right.failovers > 0);
+        let mut line = format!(
+            "failure mutation check on nginx {} ({}): {} requests ({} POST), library 0 mismatches",
+            backend.version(),
+            backend.libc(),
+            right.requests,
+            plan.requests.iter().filter(|r| r.method == HttpMethod::Post).count()
+        );
+        for mutation in [Mutation::LastStatusFails, Mutation::NotFoundFails, Mutation::PostRetried] {
+            let mut model = FailureModel::new(&upstream, &topology, &failures).mutated(mutation);
+            let wrong = compare(&plan, &responses, &mut model, Duration::ZERO);
+            line.push_str(&format!(", {mutation:?} {}", wrong.mismatches.len()));
+            assert!(!wrong.mismatches.is_empty(), "nginx {}: {mutation:?} went unnoticed", backend.version());
+            assert!(wrong.mismatches.iter().all(|m| m.kind == KeyKind::Random));
+        }
+        report(&line);
+    }
+    Ok(())
+}
