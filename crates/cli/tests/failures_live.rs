@@ -194,3 +194,71 @@ fn changed_failure_rules_fail_the_live_comparison() -> Result<()> {
     }
     Ok(())
 }
+
+/// `route --fail … --method … --location …` against nginx: the scenario's nginx.conf, as the harness rendered
+/// it, is `route`'s `--config`; the location is its front `proxy_pass` (so the retry rules come from the
+/// config reader); every key's attempts, `$upstream_status` and client status must be nginx's, for GET and
+/// for POST (each on a fresh nginx, as `route` starts a fresh worker).
+#[test]
+fn route_with_failure_kinds_agrees_with_nginx() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    let backend = Build::Local(installs.last().expect("non-empty").clone());
+    let (topology, failures) = scenario();
+    let mut fail_args: Vec<String> = failures
+        .answers
+        .iter()
+        .map(|(server, answer)| match answer {
+            Answer::Status(s) => format!("{server}={s}"),
+            Answer::Stall => format!("{server}=timeout"),
+            Answer::InvalidHeader => format!("{server}=invalid-header"),
+        })
+        .collect();
+    fail_args.extend(topology.lines.iter().filter(|l| l.dead).map(|l| format!("{}=refused", l.server)));
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("route-{i}").into_bytes()).collect();
+    for method in [HttpMethod::Get, HttpMethod::Post] {
+        let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
+        let conf = session.prefix().expect("a local nginx has a prefix").join("nginx.conf");
+        let text = std::fs::read_to_string(&conf)?;
+        let line = 1 + text.lines().position(|l| l.contains("proxy_pass http://parity;")).expect("the front's proxy_pass");
+        let plan = Plan {
+            requests: keys.iter().map(|k| PlannedRequest { key: k.clone(), kind: KeyKind::Random, method }).collect(),
+            arcs: 0,
+        };
+        let responses = session.send_plan(&plan, &mut |_| {})?;
+        let mut cmd = std::process::Command::new(CLI);
+        cmd.args(["route", "--config"]).arg(&conf).args(["--upstream", "parity", "--no-resolve"]);
+        cmd.args(["--nginx-version", &backend.version().to_string(), "--location", &line.to_string()]);
+        cmd.args(["--method", if method == HttpMethod::Post { "POST" } else { "GET" }]);
+        for f in &fail_args {
+            cmd.args(["--fail", f]);
+        }
+        let input: Vec<u8> = keys.iter().flat_map(|k| [k.as_slice(), b"\n"].concat()).collect();
+        let out = nginx_ketama_harness::testkit::run_with_stdin(cmd, &input)?;
+        assert!(out.status.success(), "route failed: {}", String::from_utf8_lossy(&out.stderr));
+        let routed: Vec<serde_json::Value> =
+            String::from_utf8(out.stdout)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+        assert_eq!(routed.len(), responses.len());
+        let mut retried = 0;
+        for ((key, resp), r) in keys.iter().zip(&responses).zip(&routed) {
+            let attempts: Vec<&str> = r["attempts"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+            let statuses: Vec<String> =
+                r["upstream_status"].as_array().unwrap().iter().map(|s| s.to_string()).collect();
+            let mut addr = attempts.join(", ");
+            if statuses.len() > attempts.len() {
+                addr = if addr.is_empty() { "parity".into() } else { format!("{addr}, parity") };
+            }
+            let what = format!("{method:?} key {}", String::from_utf8_lossy(key));
+            assert_eq!(Some(addr.as_str()), resp.upstream_addr.as_deref(), "{what}");
+            assert_eq!(Some(statuses.join(", ")), resp.upstream_status, "{what}");
+            assert_eq!(r["status"].as_u64(), Some(u64::from(resp.status)), "{what}");
+            retried += usize::from(attempts.len() > 1);
+        }
+        assert!(retried > 0, "{method:?}: some keys are retried");
+        report(&format!(
+            "route --fail/--method/--location on nginx {}: {} {method:?} keys as nginx routed them ({retried} retried)",
+            backend.version(),
+            keys.len()
+        ));
+    }
+    Ok(())
+}
