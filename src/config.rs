@@ -44,7 +44,9 @@ mod block;
 mod directives;
 mod error;
 pub mod expression;
+pub mod hostnames;
 mod includes;
+pub mod maps;
 pub mod sites;
 mod tokens;
 mod values;
@@ -271,6 +273,7 @@ pub struct Config {
     /// Every `*_pass` naming an `upstream` block, in file order, with its retry rules.
     pub proxied: Vec<Proxied>,
     sites: Vec<sites::Site>,
+    maps: Vec<maps::Map>,
     version: NginxVersion,
 }
 
@@ -324,6 +327,7 @@ impl Config {
             warnings: walk.warnings,
             proxied: walk.proxied,
             sites: walk.sites.sites,
+            maps: walk.maps.maps,
             version,
         })
     }
@@ -338,6 +342,11 @@ impl Config {
     /// The `server { }` blocks of `http { }`, in order (algorithm §12.7).
     pub fn sites(&self) -> &[sites::Site] {
         &self.sites
+    }
+
+    /// The `map` blocks of `http { }`, in order (algorithm §12.8).
+    pub fn maps(&self) -> &[maps::Map] {
+        &self.maps
     }
 
     /// The nginx release whose rules the configuration was read with.

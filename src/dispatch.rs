@@ -27,6 +27,7 @@
 //! ```
 
 use crate::config::expression::Expression;
+use crate::config::hostnames::{self, NamePattern};
 use crate::config::sites::{Handler, LocationBlock, Match, Site};
 use crate::config::{Balancer, Config, Context as UpstreamContext};
 use crate::key::{self, KeyError};
@@ -127,7 +128,7 @@ pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, Dispatch
     };
     let expr = Expression::parse(expr.as_bytes()).map_err(|e| DispatchError::Unmodelled(e.to_string()))?;
     let hostname = key::local_hostname();
-    let ctx = key::Context::new(rules, site.server_name(), &hostname);
+    let ctx = key::Context { maps: config.maps(), ..key::Context::new(rules, site.server_name(), &hostname) };
     let key = key::evaluate(&expr, &parsed, &ctx)?;
     Ok(Dispatch::Hash { upstream: up.name.clone(), key })
 }
@@ -167,43 +168,20 @@ fn default_site<'a>(candidates: &[(&'a Site, bool)]) -> Option<&'a Site> {
 }
 
 /// `ngx_http_find_virtual_server` (via `ngx_hash_find_combined`): an exact name, then the longest
-/// leading wildcard (`*.example.com`, `.example.com`), then the longest trailing wildcard (`www.example.*`),
-/// then regular expressions in order (not modelled).
+/// leading wildcard (`*.example.com`, `.example.com`), then the longest trailing wildcard (`www.example.*`)
+/// ([`hostnames::find`]), then regular expressions in order (not modelled).
 fn by_name<'a>(candidates: &[(&'a Site, bool)], host: &[u8]) -> Result<Option<&'a Site>, DispatchError> {
-    let all = || candidates.iter().flat_map(|(s, _)| s.names.iter().map(move |n| (*s, n.as_slice())));
-    if let Some((s, _)) = all().find(|(_, n)| *n == host) {
-        return Ok(Some(s));
+    let patterns: Vec<(NamePattern, &'a Site)> = candidates
+        .iter()
+        .flat_map(|(s, _)| s.names.iter().map(move |n| (*s, n)))
+        .filter(|(_, n)| !n.starts_with(b"~"))
+        .filter_map(|(s, n)| NamePattern::wildcard(n).ok().map(|p| (p, s)))
+        .collect();
+    if let Some(site) = hostnames::find(patterns.iter().map(|(p, s)| (p, *s)), host) {
+        return Ok(Some(site));
     }
-    // The longest match; among equally long ones the first written (nginx warns "conflicting server name").
-    let longest = |matches: &mut dyn Iterator<Item = (&'a Site, usize)>| {
-        let mut best: Option<(&'a Site, usize)> = None;
-        for (s, len) in matches {
-            if best.is_none_or(|(_, b)| len > b) {
-                best = Some((s, len));
-            }
-        }
-        best.map(|(s, _)| s)
-    };
-    let leading = longest(&mut all().filter_map(|(s, n)| {
-        if let Some(dotted) = n.strip_prefix(b".") {
-            // `.example.com` is `example.com` and `*.example.com`.
-            let hit = host == dotted || (host.ends_with(n) && host.len() > n.len());
-            return hit.then_some((s, n.len()));
-        }
-        let suffix = n.strip_prefix(b"*")?;
-        (host.ends_with(suffix) && host.len() > suffix.len()).then_some((s, suffix.len()))
-    }));
-    if leading.is_some() {
-        return Ok(leading);
-    }
-    let trailing = longest(&mut all().filter_map(|(s, n)| {
-        let prefix = n.strip_suffix(b"*")?;
-        (host.starts_with(prefix) && host.len() > prefix.len()).then_some((s, prefix.len()))
-    }));
-    if trailing.is_some() {
-        return Ok(trailing);
-    }
-    if let Some((_, n)) = all().find(|(_, n)| n.starts_with(b"~")) {
+    let mut names = candidates.iter().flat_map(|(s, _)| s.names.iter());
+    if let Some(n) = names.find(|n| n.starts_with(b"~")) {
         return Err(DispatchError::Unmodelled(format!(
             "regular-expression server_name \"{}\" (needs the pcre2 feature)",
             String::from_utf8_lossy(n)

@@ -1,6 +1,7 @@
 //! The bytes nginx hashes: a key expression ([`Expression`]) evaluated for a request ([`Parsed`]) the way
 //! nginx's complex values concatenate variables (a variable that is not found adds nothing). Every
-//! variable modelled is listed in [`HTTP_VARIABLES`] and [`STREAM_VARIABLES`]; any other is refused by
+//! variable modelled is listed in [`HTTP_VARIABLES`] and [`STREAM_VARIABLES`], besides those the
+//! configuration's `map` blocks define ([`Context::maps`], algorithm §12.8); any other is refused by
 //! name ([`KeyError::Unmodelled`]), never guessed. Algorithm §12.5.
 //!
 //! # Example
@@ -26,6 +27,7 @@ mod address;
 mod lines;
 
 use crate::config::expression::{Expression, Part};
+use crate::config::maps::{Lookup, Map};
 use crate::request::Parsed;
 use crate::version::KeyRules;
 use std::net::SocketAddr;
@@ -83,7 +85,26 @@ pub enum KeyError {
     /// `$1`…`$9` where no regular expression has matched.
     #[error("capture \"${0}\" is not set here (no regular expression with captures matched)")]
     NoCapture(u8),
+    /// A `map` whose exact and wildcard keys do not match, so nginx would try its regular expressions.
+    #[error("map \"${variable}\" at {at} would try the regular expression \"{regex}\" (not modelled: no pcre2)")]
+    MapRegex {
+        /// The map's variable.
+        variable: String,
+        /// The first regular expression it would try.
+        regex: String,
+        /// Where the map is.
+        at: String,
+    },
 }
+
+/// How deep variable reads may nest while a value is computed (`ngx_http_variable_depth`,
+/// src/http/ngx_http_variables.c, since 1.11.8): a map's source and value count. A read deeper than this
+/// (a `map` that reads itself, say) logs `cycle while evaluating variable "…"` and gives nothing.
+pub const MAX_VARIABLE_DEPTH: u32 = 100;
+
+/// The http variables nginx computes afresh for each complex value that reads them
+/// (`NGX_HTTP_VAR_NOCACHEABLE`, src/http/ngx_http_variables.c); `arg_` stands for every `$arg_NAME`.
+const NOT_CACHED: &[&str] = &["uri", "document_uri", "args", "query_string", "is_args", "request_method", "arg_"];
 
 fn module_name(m: Module) -> &'static str {
     match m {
@@ -203,12 +224,15 @@ pub struct Context<'a> {
     pub captures: Vec<Vec<u8>>,
     /// Values of configuration-defined variables, already computed: `(name, value)`.
     pub defined: Vec<(String, Vec<u8>)>,
+    /// The configuration's `map` blocks ([`crate::config::Config::maps`]); the last one defining a
+    /// variable is the one nginx uses.
+    pub maps: &'a [Map],
 }
 
 impl<'a> Context<'a> {
     /// A context with no captures and no defined variables.
     pub fn new(rules: KeyRules, server_name: &'a [u8], hostname: &'a [u8]) -> Context<'a> {
-        Context { rules, server_name, hostname, captures: Vec::new(), defined: Vec::new() }
+        Context { rules, server_name, hostname, captures: Vec::new(), defined: Vec::new(), maps: &[] }
     }
 }
 
@@ -216,23 +240,98 @@ impl<'a> Context<'a> {
 ///
 /// # Errors
 ///
-/// [`KeyError`]: a variable not modelled, or a capture not set.
+/// [`KeyError`]: a variable not modelled, a capture not set, or a `map` that would need a regular
+/// expression.
 pub fn evaluate(expr: &Expression, request: &Parsed<'_>, ctx: &Context<'_>) -> Result<Vec<u8>, KeyError> {
+    let mut eval = Eval { request, ctx, cache: Vec::new() };
     let mut out = Vec::new();
-    for part in expr.parts() {
-        match part {
-            Part::Literal(b) => out.extend_from_slice(b),
-            Part::Capture(n) => out.extend_from_slice(capture(&ctx.captures, *n)?),
-            Part::Variable(name) => {
-                if let Some((_, v)) = ctx.defined.iter().find(|(n, _)| n == name) {
-                    out.extend_from_slice(v);
-                } else {
-                    value(&Variable::http(name)?, request, ctx, &mut out);
+    eval.complex(expr, MAX_VARIABLE_DEPTH, &mut out)?;
+    Ok(out)
+}
+
+/// One request's variable values as nginx keeps them (`r->variables`): a value, once computed, is reused
+/// by later reads unless the variable is not cacheable.
+struct Eval<'e, 'r> {
+    request: &'e Parsed<'r>,
+    ctx: &'e Context<'e>,
+    cache: Vec<(String, Vec<u8>)>,
+}
+
+impl<'e> Eval<'e, '_> {
+    /// `ngx_http_complex_value` (src/http/ngx_http_script.c): the expression's non-cacheable variables
+    /// are flushed, then each part appended; `depth` is how many variable reads may still nest.
+    fn complex(&mut self, expr: &Expression, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
+        for name in expr.variables() {
+            if !self.cacheable(name) {
+                self.cache.retain(|(n, _)| n != name);
+            }
+        }
+        for part in expr.parts() {
+            match part {
+                Part::Literal(b) => out.extend_from_slice(b),
+                Part::Capture(n) => out.extend_from_slice(capture(&self.ctx.captures, *n)?),
+                Part::Variable(name) => {
+                    let v = self.read(name, depth)?;
+                    out.extend_from_slice(&v);
                 }
             }
         }
+        Ok(())
     }
-    Ok(out)
+
+    fn map(&self, name: &str) -> Option<&'e Map> {
+        let maps: &'e [Map] = self.ctx.maps;
+        maps.iter().rev().find(|m| m.variable == name)
+    }
+
+    fn cacheable(&self, name: &str) -> bool {
+        match self.map(name) {
+            Some(m) => !m.volatile,
+            None => !NOT_CACHED.iter().any(|n| name == *n || (n.ends_with('_') && name.starts_with(n))),
+        }
+    }
+
+    /// `ngx_http_get_indexed_variable`: the cached value, else nothing at the depth limit, else computed.
+    fn read(&mut self, name: &str, depth: u32) -> Result<Vec<u8>, KeyError> {
+        if let Some((_, v)) = self.ctx.defined.iter().find(|(n, _)| n == name) {
+            return Ok(v.clone());
+        }
+        let builtin = match self.map(name) {
+            Some(_) => None,
+            None => Some(Variable::http(name)?),
+        };
+        if let Some((_, v)) = self.cache.iter().find(|(n, _)| n == name) {
+            return Ok(v.clone());
+        }
+        if depth == 0 {
+            return Ok(Vec::new());
+        }
+        let mut v = Vec::new();
+        match (builtin, self.map(name)) {
+            (Some(var), _) => value(&var, self.request, self.ctx, &mut v),
+            (None, Some(map)) => self.map_value(map, depth - 1, &mut v)?,
+            (None, None) => unreachable!("a variable is a map's or a built-in one"),
+        }
+        self.cache.retain(|(n, _)| n != name);
+        self.cache.push((name.to_string(), v.clone()));
+        Ok(v)
+    }
+
+    /// `ngx_http_map_variable` (src/http/modules/ngx_http_map_module.c): the source computed, looked up,
+    /// the value found computed in turn.
+    fn map_value(&mut self, map: &Map, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
+        let mut source = Vec::new();
+        self.complex(&map.source, depth, &mut source)?;
+        match map.lookup(&source) {
+            Lookup::Value(v) => self.complex(v, depth, out),
+            Lookup::Empty => Ok(()),
+            Lookup::Regex(r) => Err(KeyError::MapRegex {
+                variable: map.variable.clone(),
+                regex: String::from_utf8_lossy(r).into_owned(),
+                at: map.at.to_string(),
+            }),
+        }
+    }
 }
 
 fn capture(captures: &[Vec<u8>], n: u8) -> Result<&[u8], KeyError> {

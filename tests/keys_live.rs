@@ -264,6 +264,24 @@ const SITES: &str = "
   upstream u_trail { hash $host$server_port; server 127.0.0.1:1; }
   upstream u_dot { hash $server_name/$host; server 127.0.0.1:1; }
   upstream u_b { hash $uri; server 127.0.0.1:1; }
+  upstream u_map { hash $tenant|$zone|$combo|$lvl1; server 127.0.0.1:1; }
+  upstream u_loop { hash $loop1; server 127.0.0.1:1; }
+  upstream u_loop2 { hash $loop2|$loop1; server 127.0.0.1:1; }
+  upstream u_vol { hash $vol2|$vol1|$vol2; server 127.0.0.1:1; }
+  upstream u_vp { hash $vp; server 127.0.0.1:1; }
+  map $http_x_tenant $tenant { default none; alpha a-pool; Beta b-pool; \\default escaped; \"\" empty-src; }
+  map $http_x_host $zone {
+    *.early.test early; hostnames; default z0;
+    .shop.test shop; *.eu.shop.test eu; www.shop.* wwwshop; exact.test ex;
+  }
+  map $tenant$zone $combo { default c-$tenant; a-poolshop combo-$host; }
+  map $uri $lvl1 { /m/x $lvl2; default -; }
+  map $uri $lvl2 { default deep-$tenant; }
+  map $http_x_loop $loop1 { default $loop2; }
+  map $http_x_loop $loop2 { default <$loop1>; }
+  map $http_x_loop $vol1 { volatile; default [$vol2]; }
+  map $http_x_loop $vol2 { default $vol1.; }
+  map $vol2 $vp { default $vol1; }
   server { listen 127.0.0.1:{A}; server_name a.test alias.test;
     location / { {LOC:u_a} }
     location = /x { {LOC:u_exact} }
@@ -276,6 +294,9 @@ const SITES: &str = "
   server { listen 127.0.0.1:{A}; server_name *.deeper.wild.test; location / { {LOC:u_wild2} } }
   server { listen 127.0.0.1:{A}; server_name www.trail.*; location / { {LOC:u_trail} } }
   server { listen 127.0.0.1:{A}; server_name .dot.test; location / { {LOC:u_dot} } }
+  server { listen 127.0.0.1:{A}; server_name map.test; location /m/ { {LOC:u_map} } location /loop/ { {LOC:u_loop} }
+    location /loop2/ { {LOC:u_loop2} } location /vol/ { {LOC:u_vol} }
+    location /vp/ { {LOC:u_vp} } }
   server { listen 127.0.0.1:{B}; server_name b.test; merge_slashes off; location /a/ { {LOC:u_b} } }
 ";
 
@@ -361,6 +382,21 @@ fn dispatch_matches_live_nginx() {
         (true, "GET /p HTTP/1.1\r\nHost: dot.test\r\n"),
         (true, "GET /p HTTP/1.1\r\nHost: a.dot.test.\r\n"),
         (true, "GET /.. HTTP/1.1\r\nHost: a.test\r\n"),
+        (true, "GET /p HTTP/1.1\r\nHost: .wild.test\r\n"),
+        (true, "GET /m/x HTTP/1.1\r\nHost: map.test\r\nX-Tenant: alpha\r\nX-Host: Shop.test\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Tenant: BETA\r\nX-Host: x.eu.shop.test.\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Tenant: default\r\nX-Host: www.shop.org\r\n"),
+        (true, "GET /m/x HTTP/1.1\r\nHost: map.test\r\nX-Host: exact.test\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Tenant: zeta\r\nX-Host: .eu.shop.test\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Host: eu.shop.test\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Host: www.shop\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Host: www.shop.\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Host: *.early.test\r\n"),
+        (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Host: a.early.test\r\n"),
+        (true, "GET /loop/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),
+        (true, "GET /loop2/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),
+        (true, "GET /vol/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),
+        (true, "GET /vp/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),
         (false, "GET /a//b HTTP/1.1\r\nHost: b.test\r\n"),
         (false, "GET /b HTTP/1.1\r\nHost: b.test\r\n"),
         (false, "GET //a/b HTTP/1.1\r\nHost: b.test\r\n"),

@@ -138,6 +138,14 @@ pub enum ErrorKind {
     InvalidUrlPrefix,
     /// `invalid number of the map parameters`.
     MapParameters,
+    /// `invalid variable name "x"` (a `map` block's second argument without `$`).
+    MapVariableName(Text),
+    /// `duplicate default map parameter`.
+    DuplicateMapDefault,
+    /// `invalid hostname or wildcard "x"` (a `map` key after `hostnames`).
+    InvalidWildcard(Text),
+    /// `conflicting parameter "x"` (a `map` key that repeats another).
+    ConflictingParameter(Text),
     /// `duplicate location "x" in FILE:LINE`.
     DuplicateLocation(Text, Location),
     /// `getpwnam("x") failed` / `getgrnam("x") failed` (the `user` directive, run as root).
@@ -220,6 +228,10 @@ impl fmt::Display for ErrorKind {
             TooLarge(n) => write!(f, "configuration larger than {n} bytes"),
             Model(why) => f.write_str(why),
             MapParameters => f.write_str("invalid number of the map parameters"),
+            MapVariableName(v) => write!(f, "invalid variable name \"{v}\""),
+            DuplicateMapDefault => f.write_str("duplicate default map parameter"),
+            InvalidWildcard(k) => write!(f, "invalid hostname or wildcard \"{k}\""),
+            ConflictingParameter(k) => write!(f, "conflicting parameter \"{k}\""),
             InvalidUrlPrefix => f.write_str("invalid URL prefix"),
             DuplicateLocation(n, at) => write!(f, "duplicate location \"{n}\" in {at}"),
             LookupFailed(call, n) => write!(f, "{call}(\"{n}\") failed"),

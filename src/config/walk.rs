@@ -146,6 +146,8 @@ pub(crate) struct Walk<'o> {
     pub(crate) upstreams: Vec<UpstreamConfig>,
     /// The `server { }` blocks of `http { }`.
     pub(crate) sites: super::sites::Builder,
+    /// The `map` blocks of `http { }`.
+    pub(crate) maps: super::maps::Builder,
     pub(crate) warnings: Vec<Warning>,
     pub(crate) proxied: Vec<Proxied>,
     /// Every file read from disk, in the order read.
@@ -170,6 +172,7 @@ impl<'o> Walk<'o> {
             zones: Vec::new(),
             upstreams: Vec::new(),
             sites: super::sites::Builder::default(),
+            maps: super::maps::Builder::default(),
             warnings: Vec::new(),
             proxied: Vec::new(),
             files: Vec::new(),
@@ -261,6 +264,9 @@ impl<'o> Walk<'o> {
                             && !(args.len() == 1 && (args[0] == b"hostnames" || args[0] == b"volatile"))
                         {
                             return Err(ConfigError::invalid(ErrorKind::MapParameters, location));
+                        }
+                        if ctx == Ctx::Map {
+                            self.maps.line(&args).map_err(|k| ConfigError::invalid(k, location.clone()))?;
                         }
                         for a in &args {
                             self.scope.defined.extend(values::named_captures(a));
@@ -504,10 +510,20 @@ impl<'o> Walk<'o> {
                 count(n >= 1)?;
                 self.enter(lx, Ctx::LimitExcept, at)?;
             }
-            (_, b"map" | b"split_clients") => {
+            (_, b"map") => {
+                count(n == 2)?;
+                if !self.in_stream {
+                    self.maps.open(&args[1], &args[2], at).map_err(|k| ConfigError::invalid(k, at.clone()))?;
+                }
+                self.define(&args[2]);
+                let r = self.enter(lx, Ctx::Map, at);
+                self.maps.close();
+                r?;
+            }
+            (_, b"split_clients") => {
                 count(n == 2)?;
                 self.define(&args[2]);
-                self.enter(lx, if name == b"map" { Ctx::Map } else { Ctx::Opaque }, at)?;
+                self.enter(lx, Ctx::Opaque, at)?;
             }
             (_, b"geo") => {
                 count((1..=2).contains(&n))?;
