@@ -142,9 +142,15 @@ fn scenario() -> (Topology, Failures) {
     dead.fail_timeout = 3600;
     lines.push(dead);
     let policy = RetryPolicy {
-        next_upstream: [Condition::Error, Condition::Timeout, Condition::Http502, Condition::Http503, Condition::Http404]
-            .into_iter()
-            .collect::<NextUpstream>(),
+        next_upstream: [
+            Condition::Error,
+            Condition::Timeout,
+            Condition::Http502,
+            Condition::Http503,
+            Condition::Http404,
+        ]
+        .into_iter()
+        .collect::<NextUpstream>(),
         tries: 2,
         timeout_ms: 0,
     };
@@ -163,7 +169,8 @@ fn changed_failure_rules_fail_the_live_comparison() -> Result<()> {
         let (topology, failures) = scenario();
         let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
         let upstream = topology.upstream(backend.version(), backend.libc())?;
-        let keys = parity::plan(&upstream, 3, &parity::PlanOptions { random_keys: 300, empty_keys: 0, prove_ring: false });
+        let keys =
+            parity::plan(&upstream, 3, &parity::PlanOptions { random_keys: 300, empty_keys: 0, prove_ring: false });
         // The keys once with 40% POSTs, then all again as GET: later requests see what earlier ones did to
         // each peer's failure count.
         let first = parity::with_posts(keys.clone(), 3, failures.post_percent);
@@ -219,7 +226,8 @@ fn route_with_failure_kinds_agrees_with_nginx() -> Result<()> {
         let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
         let conf = session.prefix().expect("a local nginx has a prefix").join("nginx.conf");
         let text = std::fs::read_to_string(&conf)?;
-        let line = 1 + text.lines().position(|l| l.contains("proxy_pass http://parity;")).expect("the front's proxy_pass");
+        let line =
+            1 + text.lines().position(|l| l.contains("proxy_pass http://parity;")).expect("the front's proxy_pass");
         let plan = Plan {
             requests: keys.iter().map(|k| PlannedRequest { key: k.clone(), kind: KeyKind::Random, method }).collect(),
             arcs: 0,

@@ -228,7 +228,10 @@ fn run_scenario(backend: &Build, name: &str, topology: Topology, keys: Vec<Vec<u
     let topology = session.topology();
     let upstream = topology.upstream(backend.version(), backend.libc())?;
     let plan = parity::Plan {
-        requests: keys.into_iter().map(|key| parity::PlannedRequest { key, kind: KeyKind::Random, method: Default::default() }).collect(),
+        requests: keys
+            .into_iter()
+            .map(|key| parity::PlannedRequest { key, kind: KeyKind::Random, method: Default::default() })
+            .collect(),
         arcs: 0,
     };
     let run = session.run(&plan, &mut LibraryModel::new(&upstream, topology), &mut |_| {})?;

@@ -93,11 +93,7 @@ pub fn failure_observation(up: &Upstream, out: &worker::Outcome) -> Observation 
     if out.status == Status::NoLiveUpstreams {
         statuses.push("502".into());
     }
-    Observation {
-        status: out.client_status,
-        upstream_status: Some(statuses.join(", ")),
-        ..observation(up, out)
-    }
+    Observation { status: out.client_status, upstream_status: Some(statuses.join(", ")), ..observation(up, out) }
 }
 
 #[cfg(test)]

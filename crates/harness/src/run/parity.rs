@@ -70,7 +70,11 @@ pub fn plan(upstream: &Upstream, seed: u64, options: &PlanOptions) -> Plan {
         .into_iter()
         .map(|key| PlannedRequest { key, kind: KeyKind::Random, method: HttpMethod::Get })
         .collect();
-    requests.extend((0..options.empty_keys).map(|_| PlannedRequest { key: Vec::new(), kind: KeyKind::Empty, method: HttpMethod::Get }));
+    requests.extend((0..options.empty_keys).map(|_| PlannedRequest {
+        key: Vec::new(),
+        kind: KeyKind::Empty,
+        method: HttpMethod::Get,
+    }));
     let mut arcs = 0;
     if let (true, Some(ring)) = (options.prove_ring, upstream.ring()) {
         let forger = Forger::new();
@@ -176,7 +180,9 @@ impl Model for FailureModel<'_> {
             let mut d = decide(reply, &policy, &client, left, 0);
             match (mutation, reply) {
                 (Some(Mutation::LastStatusFails), Reply::Status(s))
-                    if s >= 500 && !d.retry && Condition::for_status(s).is_some_and(|c| policy.next_upstream.contains(c)) =>
+                    if s >= 500
+                        && !d.retry
+                        && Condition::for_status(s).is_some_and(|c| policy.next_upstream.contains(c)) =>
                 {
                     d.freed = Freed::Failed;
                 }

@@ -57,7 +57,6 @@ pub const HTTP_KEY: &str = "$http_x_key";
 /// The key expression the stream upstream hashes: the client's source port.
 pub const STREAM_KEY: &str = "$remote_port";
 
-
 /// The templates in `nginx/harness/`: the static nginx directives live there, readable as nginx config.
 const MAIN: &str = include_str!("../../../../nginx/harness/main.conf.in");
 const HTTP_FRONT: &str = include_str!("../../../../nginx/harness/http-front.conf.in");

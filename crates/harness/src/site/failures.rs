@@ -87,7 +87,9 @@ impl Failures {
                 continue;
             }
             let same: Vec<_> = topology.lines.iter().filter(|l| l.server == line.server).collect();
-            let stall_ok = stalls < 2 && primary_peers >= 2 && same.iter().all(|l| l.max_fails >= 1 && l.fail_timeout >= 3600 && !l.backup);
+            let stall_ok = stalls < 2
+                && primary_peers >= 2
+                && same.iter().all(|l| l.max_fails >= 1 && l.fail_timeout >= 3600 && !l.backup);
             let mut choices: Vec<Answer> = STATUSES.iter().map(|&s| Answer::Status(s)).collect();
             choices.extend([Answer::InvalidHeader, Answer::InvalidHeader]);
             if stall_ok {
@@ -210,7 +212,8 @@ fn random_policy(rng: &mut ChaCha8Rng) -> RetryPolicy {
             (Http404, 35),
             (Http429, 35),
         ];
-        let set: NextUpstream = odds.into_iter().filter(|&(_, pct)| rng.random_range(0..100) < pct).map(|(c, _)| c).collect();
+        let set: NextUpstream =
+            odds.into_iter().filter(|&(_, pct)| rng.random_range(0..100) < pct).map(|(c, _)| c).collect();
         // An empty set cannot be written: `proxy_next_upstream` needs a word.
         if set == NextUpstream::EMPTY { NextUpstream::OFF } else { set }
     };
