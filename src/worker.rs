@@ -338,6 +338,27 @@ impl<'u> Worker<'u> {
         self.request_judged(key, now, policy, judge)
     }
 
+    /// [`Worker::request_with`], recording every step nginx takes in `trace` (appended), as
+    /// [`Worker::request_traced`] does for refused connections.
+    pub fn request_with_traced<A: Into<Attempt>>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        policy: &RetryPolicy,
+        client: &ClientRequest,
+        mut reply: impl FnMut(&Peer) -> A,
+        trace: &mut Vec<Step>,
+    ) -> Outcome {
+        let mut elapsed = 0u64;
+        let mut judge = |peer: &Peer, left: u32| {
+            let attempt: Attempt = reply(peer).into();
+            elapsed = elapsed.saturating_add(attempt.ms);
+            failure::decide(attempt.reply, policy, client, left, elapsed)
+        };
+        let budget = policy.budget(self.peer_budget());
+        self.run(key, &mut || now, budget, &mut judge, Some(trace))
+    }
+
     /// [`Worker::request_with`] with the rule for each attempt supplied by the caller: `judge(peer, budget)`
     /// returns what nginx does after the attempt at `peer` when `budget` attempts were left before it
     /// (normally [`failure::decide`] of that peer's reply). The budget starts as `policy` and the peers

@@ -42,6 +42,15 @@ struct RouteLine<'a> {
     upstream_status: Option<Vec<u16>>,
 }
 
+/// `$upstream_status` of a request: one entry per attempt, and nginx's 502 when no live upstream was left.
+pub(crate) fn upstream_statuses(outcome: &nginx_ketama::Outcome) -> Vec<u16> {
+    let mut s: Vec<u16> = outcome.results.iter().map(|r| r.upstream_status).collect();
+    if outcome.status == nginx_ketama::Status::NoLiveUpstreams {
+        s.push(502);
+    }
+    s
+}
+
 pub(crate) fn run(args: &Args) -> Result<()> {
     let loaded = args.config.load()?;
     let upstream = &loaded.upstream;
@@ -56,13 +65,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             None => worker.request(&key, NOW, fails),
             Some(f) => worker.request_with(&key, NOW, &f.policy, &f.client, |p| f.reply(p)),
         };
-        let statuses = failures.as_ref().map(|_| {
-            let mut s: Vec<u16> = outcome.results.iter().map(|r| r.upstream_status).collect();
-            if outcome.status == nginx_ketama::Status::NoLiveUpstreams {
-                s.push(502);
-            }
-            (outcome.client_status, s)
-        });
+        let statuses = failures.as_ref().map(|_| (outcome.client_status, upstream_statuses(&outcome)));
         let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
         let (text, key_hex) = key_text(&key);
         let line = RouteLine {

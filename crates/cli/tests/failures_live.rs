@@ -202,7 +202,7 @@ fn changed_failure_rules_fail_the_live_comparison() -> Result<()> {
     Ok(())
 }
 
-/// `route --fail … --method … --location …` against nginx: the scenario's nginx.conf, as the harness rendered
+/// `route` (and `explain`) `--fail … --method … --location …` against nginx: the scenario's nginx.conf, as the harness rendered
 /// it, is `route`'s `--config`; the location is its front `proxy_pass` (so the retry rules come from the
 /// config reader); every key's attempts, `$upstream_status` and client status must be nginx's, for GET and
 /// for POST (each on a fresh nginx, as `route` starts a fresh worker).
@@ -260,6 +260,25 @@ fn route_with_failure_kinds_agrees_with_nginx() -> Result<()> {
             assert_eq!(Some(statuses.join(", ")), resp.upstream_status, "{what}");
             assert_eq!(r["status"].as_u64(), Some(u64::from(resp.status)), "{what}");
             retried += usize::from(attempts.len() > 1);
+        }
+        // `explain` with the same flags: the same attempts and statuses, key by key.
+        let mut cmd = std::process::Command::new(CLI);
+        cmd.args(["explain", "--format", "json", "--config"]).arg(&conf).args(["--upstream", "parity", "--no-resolve"]);
+        cmd.args(["--nginx-version", &backend.version().to_string(), "--location", &line.to_string()]);
+        cmd.args(["--method", if method == HttpMethod::Post { "POST" } else { "GET" }]);
+        for f in &fail_args {
+            cmd.args(["--fail", f]);
+        }
+        cmd.args(keys.iter().map(|k| String::from_utf8_lossy(k).into_owned()));
+        let out = cmd.output()?;
+        assert!(out.status.success(), "explain failed: {}", String::from_utf8_lossy(&out.stderr));
+        let explained: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        let explained = explained["keys"].as_array().expect("keys");
+        assert_eq!(explained.len(), routed.len());
+        for (e, r) in explained.iter().zip(&routed) {
+            assert_eq!(e["attempts"], r["attempts"], "{e}");
+            assert_eq!(e["upstream_status"], r["upstream_status"], "{e}");
+            assert_eq!(e["client_status"], r["status"], "{e}");
         }
         assert!(retried > 0, "{method:?}: some keys are retried");
         report(&format!(
