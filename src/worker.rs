@@ -330,12 +330,61 @@ impl<'u> Worker<'u> {
         mut reply: impl FnMut(&Peer) -> A,
     ) -> Outcome {
         let mut elapsed = 0u64;
-        let budget = policy.budget(self.peer_budget());
+        let judge = |peer: &Peer, left: u32| {
+            let attempt: Attempt = reply(peer).into();
+            elapsed = elapsed.saturating_add(attempt.ms);
+            failure::decide(attempt.reply, policy, client, left, elapsed)
+        };
+        self.request_judged(key, now, policy, judge)
+    }
+
+    /// [`Worker::request_with`], recording every step nginx takes in `trace` (appended), as
+    /// [`Worker::request_traced`] does for refused connections.
+    pub fn request_with_traced<A: Into<Attempt>>(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        policy: &RetryPolicy,
+        client: &ClientRequest,
+        mut reply: impl FnMut(&Peer) -> A,
+        trace: &mut Vec<Step>,
+    ) -> Outcome {
+        let mut elapsed = 0u64;
         let mut judge = |peer: &Peer, left: u32| {
             let attempt: Attempt = reply(peer).into();
             elapsed = elapsed.saturating_add(attempt.ms);
             failure::decide(attempt.reply, policy, client, left, elapsed)
         };
+        let budget = policy.budget(self.peer_budget());
+        self.run(key, &mut || now, budget, &mut judge, Some(trace))
+    }
+
+    /// [`Worker::request_with`] with the rule for each attempt supplied by the caller: `judge(peer, budget)`
+    /// returns what nginx does after the attempt at `peer` when `budget` attempts were left before it
+    /// (normally [`failure::decide`] of that peer's reply). The budget starts as `policy` and the peers
+    /// allow. It exists so that a test can change one of nginx's rules and show that the live proof catches
+    /// the change (`crates/cli/tests/failures_live.rs`).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::failure::{decide, ClientRequest, Reply, RetryPolicy};
+    /// use nginx_ketama::{Method, Peer, Upstream, Worker};
+    ///
+    /// let up = Upstream::builder(Method::Consistent).peers(["127.0.0.1:1", "127.0.0.1:2"].map(Peer::new)).build()?;
+    /// let (policy, client) = (RetryPolicy::default(), ClientRequest::default());
+    /// let out = Worker::new(&up).request_judged(b"k", 0, &policy, |_, left| decide(Reply::Refused, &policy, &client, left, 0));
+    /// assert_eq!((out.attempts.len(), out.client_status), (2, 502));
+    /// # Ok::<(), nginx_ketama::UpstreamError>(())
+    /// ```
+    pub fn request_judged(
+        &mut self,
+        key: &[u8],
+        now: u64,
+        policy: &RetryPolicy,
+        mut judge: impl FnMut(&Peer, u32) -> Decision,
+    ) -> Outcome {
+        let budget = policy.budget(self.peer_budget());
         self.run(key, &mut || now, budget, &mut judge, None)
     }
 

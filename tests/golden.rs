@@ -185,7 +185,7 @@ impl Model for &NaiveRing {
         };
         let server = &self.points[i % self.points.len()].1;
         let addr = &self.peers.iter().find(|(s, _)| s == server).expect("a peer").1;
-        Observation { status: 200, upstream_addr: addr.clone() }
+        Observation { status: 200, upstream_addr: addr.clone(), upstream_status: None }
     }
 }
 

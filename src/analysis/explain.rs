@@ -79,6 +79,23 @@ pub fn explain(worker: &mut Worker<'_>, key: &[u8], now: u64, fails: impl FnMut(
     Explanation { key: key.to_vec(), crc32, landing: landing(up, key, crc32), steps, outcome }
 }
 
+/// [`explain`] with failure kinds: `reply`, `policy` and `client` are as for [`Worker::request_with`],
+/// whose outcome this is.
+pub fn explain_with(
+    worker: &mut Worker<'_>,
+    key: &[u8],
+    now: u64,
+    policy: &crate::failure::RetryPolicy,
+    client: &crate::failure::ClientRequest,
+    reply: impl FnMut(&crate::Peer) -> crate::failure::Reply,
+) -> Explanation {
+    let up = worker.upstream();
+    let crc32 = crc32fast::hash(key);
+    let mut steps = Vec::new();
+    let outcome = worker.request_with_traced(key, now, policy, client, reply, &mut steps);
+    Explanation { key: key.to_vec(), crc32, landing: landing(up, key, crc32), steps, outcome }
+}
+
 fn landing(up: &Upstream, key: &[u8], crc32: u32) -> Landing {
     if key.is_empty() {
         return Landing::NotHashed(Fallback::EmptyKey);

@@ -15,6 +15,7 @@ use crate::traffic::{self, Traffic};
 use anyhow::{Result, bail};
 use clap::builder::TypedValueParser as _;
 use nginx_ketama::config::{Config, Input, LoadOptions};
+use nginx_ketama::failure::{ClientRequest, Reply, RequestMethod, RetryPolicy};
 use nginx_ketama::version::MODELLED;
 use nginx_ketama::{Libc, NginxVersion, Peer, Upstream};
 use std::num::NonZeroUsize;
@@ -112,6 +113,8 @@ pub(crate) struct Loaded {
     pub(crate) upstream: Upstream,
     /// The files read: the configuration and what it includes.
     pub(crate) files: Vec<PathBuf>,
+    /// The places that proxy to this upstream, with their retry rules.
+    pub(crate) proxied: Vec<nginx_ketama::config::Proxied>,
     /// The whole configuration (requests are dispatched through it).
     pub(crate) config: Config,
 }
@@ -124,8 +127,20 @@ pub(crate) fn load(path: &Path, upstream: Option<&str>, options: &LoadOptions) -
         eprintln!("nginx-ketama: [warn] {w}");
     }
     let chosen = config.hash_upstream(upstream)?;
+    let proxied = config
+        .proxied
+        .iter()
+        .filter(|p| {
+            let context = match p.retry {
+                nginx_ketama::config::Retry::Http(_) => nginx_ketama::config::Context::Http,
+                nginx_ketama::config::Retry::Stream(_) => nginx_ketama::config::Context::Stream,
+            };
+            p.upstream == chosen.config.name && context == chosen.config.context
+        })
+        .cloned()
+        .collect();
     let (name, upstream) = (chosen.config.name.clone(), chosen.upstream.clone());
-    Ok(Loaded { name, upstream, files: config.files().to_vec(), config })
+    Ok(Loaded { name, upstream, files: config.files().to_vec(), proxied, config })
 }
 
 /// `help`, then the releases whose routing is modelled: `… (modelled: 1.18.0 to 1.30.x)`.
@@ -209,6 +224,127 @@ fn peers(upstream: &Upstream) -> impl Iterator<Item = &Peer> {
 /// Whether the argument `f` names peer `p`: its server string or its address.
 fn names(f: &str, p: &Peer) -> bool {
     f == p.server().as_str() || f == p.name()
+}
+
+/// How attempts at some servers end, the request method and the retry policy: `--fail`, `--method`,
+/// `--location` (issue 20 point 3).
+#[derive(clap::Args)]
+pub(crate) struct FailArgs {
+    /// How every attempt at a server ends: SERVER=KIND, SERVER as for --failed, KIND a status code the
+    /// server answers (`502`, `503`, `404`, …), `refused`, `connect-timeout`, `timeout` (reading the
+    /// response), `closed` (closed before a response header), `invalid-header`, or `stale` (a cached
+    /// keepalive connection found closed). Repeatable; `--failed SERVER` is `--fail SERVER=refused`.
+    #[arg(long = "fail", value_name = "SERVER=KIND", value_parser = parse_fail)]
+    fail: Vec<(String, Reply)>,
+    /// The request's method: POST, LOCK and PATCH are not retried once sent unless `non_idempotent` is
+    /// listed in proxy_next_upstream.
+    #[arg(long, value_name = "METHOD", default_value = "GET")]
+    method: String,
+    /// Follow the retry rules (`*_next_upstream`, `_tries`, `_timeout`, as inherited) of the place whose
+    /// `proxy_pass` (or `*_pass`) to the upstream is at LINE of --config, or FILE:LINE in an included
+    /// file. Without it: nginx's defaults (`proxy_next_upstream error timeout`, no limits).
+    #[arg(long, value_name = "[FILE:]LINE")]
+    location: Option<String>,
+}
+
+/// `SERVER=KIND` of `--fail`.
+fn parse_fail(arg: &str) -> Result<(String, Reply), String> {
+    let (server, kind) =
+        arg.rsplit_once('=').ok_or_else(|| format!("{arg:?} is not SERVER=KIND (e.g. 10.0.0.1:80=502)"))?;
+    let reply = match kind.to_ascii_lowercase().as_str() {
+        "refused" => Reply::Refused,
+        "connect-timeout" => Reply::ConnectTimeout,
+        "timeout" => Reply::ReadTimeout,
+        "closed" => Reply::Closed,
+        "invalid-header" | "invalid_header" => Reply::InvalidHeader,
+        "stale" => Reply::StaleConnection,
+        k => match k.parse::<u16>() {
+            Ok(status) if (100..=599).contains(&status) => Reply::Status(status),
+            _ => {
+                return Err(format!(
+                    "unknown failure kind {kind:?}: a status code (100-599), refused, connect-timeout, timeout, \
+                     closed, invalid-header or stale"
+                ));
+            }
+        },
+    };
+    if server.is_empty() {
+        return Err(format!("{arg:?} names no server"));
+    }
+    Ok((server.to_string(), reply))
+}
+
+/// What [`FailArgs`] resolve to for one upstream.
+pub(crate) struct Failures<'a> {
+    fail: &'a [(String, Reply)],
+    refused: &'a Failed,
+    /// The retry policy in force.
+    pub(crate) policy: RetryPolicy,
+    /// The request.
+    pub(crate) client: ClientRequest,
+}
+
+impl Failures<'_> {
+    /// How an attempt at `p` ends.
+    pub(crate) fn reply(&self, p: &Peer) -> Reply {
+        if let Some((_, r)) = self.fail.iter().find(|(f, _)| names(f, p)) {
+            return *r;
+        }
+        if self.refused.predicate()(p) { Reply::Refused } else { Reply::OK }
+    }
+}
+
+impl FailArgs {
+    /// Whether any of the flags is given (the output then carries statuses).
+    pub(crate) fn given(&self) -> bool {
+        !self.fail.is_empty() || self.method != "GET" || self.location.is_some()
+    }
+
+    /// The failures, method and policy for `loaded`; a server or location that names nothing is an error.
+    pub(crate) fn resolve<'a>(&'a self, loaded: &Loaded, refused: &'a Failed) -> Result<Failures<'a>> {
+        let upstream = &loaded.upstream;
+        for (f, _) in &self.fail {
+            if !peers(upstream).any(|p| names(f, p)) {
+                let known: Vec<String> = peers(upstream).map(|p| format!("{} ({})", p.server(), p.name())).collect();
+                bail!(
+                    "--fail {f:?} matches no server string or peer address in upstream \"{}\"; peers: {}",
+                    upstream.name(),
+                    known.join(", ")
+                );
+            }
+        }
+        let policy = match &self.location {
+            None => RetryPolicy::default(),
+            Some(at) => {
+                let (file, line) = match at.rsplit_once(':') {
+                    Some((file, line)) => (Some(file), line),
+                    None => (None, at.as_str()),
+                };
+                let line: usize = line.parse().map_err(|_| anyhow::anyhow!("--location {at:?} is not [FILE:]LINE"))?;
+                let found = loaded.proxied.iter().find(|p| {
+                    p.location.line == line
+                        && match file {
+                            None => *p.location.file == loaded.files[0],
+                            Some(f) => p.location.file.as_path() == Path::new(f) || p.location.file.ends_with(f),
+                        }
+                });
+                let places: Vec<String> = loaded.proxied.iter().map(|p| p.location.to_string()).collect();
+                match found.map(|p| p.retry) {
+                    Some(nginx_ketama::config::Retry::Http(policy)) => policy,
+                    Some(nginx_ketama::config::Retry::Stream(_)) => {
+                        bail!("--location {at:?} is a stream server: only http locations are modelled by --fail")
+                    }
+                    None => bail!(
+                        "--location {at:?}: no *_pass to upstream \"{}\" there; it is proxied to from: {}",
+                        loaded.name,
+                        if places.is_empty() { "nowhere".to_string() } else { places.join(", ") }
+                    ),
+                }
+            }
+        };
+        let method: RequestMethod = self.method.parse().unwrap_or_default();
+        Ok(Failures { fail: &self.fail, refused, policy, client: ClientRequest { method, ..ClientRequest::default() } })
+    }
 }
 
 /// `--key-length BYTES`.

@@ -333,3 +333,32 @@ fn an_unwritable_stderr_keeps_the_exit_code() {
         .unwrap();
     assert_eq!(status.code(), Some(2), "a usage error's exit code, not a panic's 101");
 }
+
+/// `--fail`, `--method` and `--location` refuse what names nothing, with what there is; without them the
+/// output is the refused-only one (no `status`), with them every line has `status` and `upstream_status`.
+/// (What they compute is checked against nginx in `failures_live.rs`.)
+#[test]
+fn route_failure_flags_refuse_what_names_nothing() {
+    let conf = write_conf("five.conf", FIVE);
+    let c = conf.to_str().unwrap();
+    let bad = |args: &[&str], needle: &str| {
+        let mut all = vec!["route", "--config", c];
+        all.extend(args);
+        let out = run(&all, b"k0\n");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    };
+    bad(&["--fail", "127.0.0.1:9001=teapot"], "unknown failure kind \"teapot\"");
+    bad(&["--fail", "127.0.0.1:9001=600"], "unknown failure kind \"600\"");
+    bad(&["--fail", "127.0.0.1:9001"], "is not SERVER=KIND");
+    bad(&["--fail", "127.0.0.1:9009=502"], "--fail \"127.0.0.1:9009\" matches no server string");
+    bad(&["--location", "3"], "no *_pass to upstream \"a\" there; it is proxied to from: nowhere");
+    bad(&["--location", "x"], "is not [FILE:]LINE");
+    let plain = lines(&run(&["route", "--config", c], b"k0\n"));
+    assert!(plain[0].get("status").is_none());
+    let with = lines(&run(&["route", "--config", c, "--fail", "127.0.0.1:9001=502", "--method", "POST"], b"k0\nk1\n"));
+    for l in &with {
+        assert!(l["status"].is_u64() && l["upstream_status"].is_array(), "{l}");
+    }
+}

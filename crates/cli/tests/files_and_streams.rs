@@ -64,11 +64,27 @@ fn is_fifo(path: &Path) -> bool {
 }
 
 /// Reads the FIFO at `path` to its end in a thread (which waits for a writer).
+/// A reader of the FIFO `path` that has it open when this returns (so a writer that refuses a FIFO no
+/// process is reading finds it: opening in the thread raced the writer, which then refused about one run in
+/// fifteen), and reads everything the writer writes.
 fn read_fifo(path: &Path) -> std::thread::JoinHandle<String> {
-    let path = path.to_path_buf();
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking: with no writer yet, a blocking open would wait for one.
+    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).unwrap();
     std::thread::spawn(move || {
+        let fd = f.as_raw_fd();
+        // Linux reports POLLHUP to this reader only once a writer has come (the pipe's writer counter), so
+        // poll waits for the writer's first bytes or its close; then read blocking, to the end.
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; fcntl on an open descriptor.
+        unsafe {
+            assert_eq!(libc::poll(&mut p, 1, -1), 1);
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            assert_eq!(libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK), 0);
+        }
         let mut s = String::new();
-        std::fs::File::open(&path).unwrap().read_to_string(&mut s).unwrap();
+        f.read_to_string(&mut s).unwrap();
         s
     })
 }
@@ -377,7 +393,8 @@ fn svg_goes_through_what_is_not_a_regular_file() {
     let fifo = d.join("fifo");
     mkfifo(&fifo);
     let reader = read_fifo(&fifo);
-    assert!(share(&fifo).status.success());
+    let out = share(&fifo);
+    assert!(out.status.success(), "share --svg FIFO: {:?} {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert!(reader.join().unwrap().starts_with("<svg"));
     assert!(is_fifo(&fifo));
 

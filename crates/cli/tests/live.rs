@@ -174,7 +174,7 @@ struct Mutant<F: FnMut(&[u8]) -> String>(F);
 
 impl<F: FnMut(&[u8]) -> String> Model for Mutant<F> {
     fn expect(&mut self, key: &[u8]) -> Observation {
-        Observation { status: 200, upstream_addr: (self.0)(key) }
+        Observation { status: 200, upstream_addr: (self.0)(key), upstream_status: None }
     }
 }
 
@@ -234,7 +234,10 @@ fn run_scenario(backend: &Build, name: &str, topology: Topology, keys: Vec<Vec<u
     let topology = session.topology();
     let upstream = topology.upstream(backend.version(), backend.libc())?;
     let plan = parity::Plan {
-        requests: keys.into_iter().map(|key| parity::PlannedRequest { key, kind: KeyKind::Random }).collect(),
+        requests: keys
+            .into_iter()
+            .map(|key| parity::PlannedRequest { key, kind: KeyKind::Random, method: Default::default() })
+            .collect(),
         arcs: 0,
     };
     let run = session.run(&plan, &mut LibraryModel::new(&upstream, topology), &mut |_| {})?;

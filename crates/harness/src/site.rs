@@ -5,8 +5,11 @@
 //!   the library's `Upstream` for the same lines;
 //! * [`conf`]: the nginx configuration of a run — the upstream, a front server that reports
 //!   `$upstream_addr`, echo listeners for the live peers;
+//! * [`failures`]: failure kinds — how each live server fails (a status, a stall, an invalid header) and
+//!   the front's retry policy;
 //! * [`token`]: strings spelled as nginx config tokens.
 
 pub mod conf;
+pub mod failures;
 pub mod token;
 pub mod topology;

@@ -1,11 +1,11 @@
 //! `nginx-ketama explain`: every step nginx takes for each key.
 
-use crate::args::{self, ConfigArgs, Failed, FormatArg};
+use crate::args::{self, ConfigArgs, FailArgs, Failed, FormatArg};
 use crate::render::{Format, json, key_text};
 use crate::route::NOW;
 use crate::schema::{self, Schema};
 use anyhow::{Result, bail};
-use nginx_ketama::analysis::explain::{Explanation, Landing, explain};
+use nginx_ketama::analysis::explain::{Explanation, Landing, explain, explain_with};
 use nginx_ketama::worker::{Step, Verdict};
 use nginx_ketama::{List, PeerId, Status, Upstream, Worker};
 use std::ffi::OsString;
@@ -22,6 +22,8 @@ pub(crate) struct Args {
     config: ConfigArgs,
     #[command(flatten)]
     failed: Failed,
+    #[command(flatten)]
+    failures: FailArgs,
     #[command(flatten)]
     format: FormatArg,
     /// The keys, explained as consecutive requests to one fresh worker (as `route` reads them).
@@ -52,6 +54,13 @@ struct KeyJson {
     status: &'static str,
     /// `round-robin` when nginx's round-robin code chose at least once.
     fallback: Option<&'static str>,
+    /// With --fail, --method or --location: what the client gets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_status: Option<u16>,
+    /// With --fail, --method or --location: each attempt's `$upstream_status` (and nginx's 502 when no
+    /// live upstream was left).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_status: Option<Vec<u16>>,
 }
 
 #[derive(serde::Serialize)]
@@ -132,7 +141,7 @@ fn status_name(s: Status) -> &'static str {
     }
 }
 
-fn to_json(up: &Upstream, e: &Explanation) -> KeyJson {
+fn to_json(up: &Upstream, e: &Explanation, statuses: bool) -> KeyJson {
     let peer = |id: PeerId| {
         let p = up.peer(id);
         PeerJson { server: p.server().to_string(), address: p.name().to_string(), backup: id.list == List::Backup }
@@ -199,6 +208,8 @@ fn to_json(up: &Upstream, e: &Explanation) -> KeyJson {
         attempts: e.outcome.attempts.iter().map(|&id| up.peer(id).server().to_string()).collect(),
         status: status_name(e.outcome.status),
         fallback: e.outcome.round_robin.then_some("round-robin"),
+        client_status: statuses.then_some(e.outcome.client_status),
+        upstream_status: statuses.then(|| crate::route::upstream_statuses(&e.outcome)),
     }
 }
 
@@ -210,16 +221,24 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let loaded = args.config.load()?;
     let up = &loaded.upstream;
     let fails = args.failed.in_upstream(up)?;
+    let failures = if args.failures.given() { Some(args.failures.resolve(&loaded, &args.failed)?) } else { None };
     let mut worker = Worker::new(up);
     let explanations: Vec<Explanation> = args
         .keys
         .iter()
-        .map(|k| explain(&mut worker, std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str()), NOW, fails))
+        .map(|k| {
+            let key = std::os::unix::ffi::OsStrExt::as_bytes(k.as_os_str());
+            match &failures {
+                None => explain(&mut worker, key, NOW, fails),
+                Some(f) => explain_with(&mut worker, key, NOW, &f.policy, &f.client, |p| f.reply(p)),
+            }
+        })
         .collect();
+    let statuses = failures.is_some();
     let mut out = BufWriter::new(crate::stdout::stdout());
     match format {
         Format::Json => {
-            let keys = explanations.iter().map(|e| to_json(up, e)).collect();
+            let keys = explanations.iter().map(|e| to_json(up, e, statuses)).collect();
             json(&mut out, &ExplainJson { schema: schema::EXPLAIN, keys })?
         }
         _ => {

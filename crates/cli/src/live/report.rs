@@ -474,8 +474,8 @@ impl Report {
                                         json!({
                                             "key": String::from_utf8_lossy(&m.key),
                                             "key_hex": hex(&m.key),
-                                            "predicted": {"status": m.predicted.status, "upstream_addr": m.predicted.upstream_addr},
-                                            "nginx": {"status": m.nginx.status, "upstream_addr": m.nginx.upstream_addr},
+                                            "predicted": observation_json(&m.predicted),
+                                            "nginx": observation_json(&m.nginx),
                                         })
                                     })
                                     .collect();
@@ -544,10 +544,23 @@ fn hex(key: &[u8]) -> String {
 /// `200 "127.0.0.1:9001"` (a stream session has no status: just the address).
 fn observed(o: &Observation) -> String {
     let addr = nginx_ketama_harness::run::parity::clip(&o.upstream_addr, 300);
-    match o.status {
+    let text = match o.status {
         0 => format!("{addr:?}"),
         status => format!("{status} {addr:?}"),
+    };
+    match &o.upstream_status {
+        Some(s) => format!("{text} (upstream status {s:?})"),
+        None => text,
     }
+}
+
+/// An observation in the JSON report: `upstream_status` only where it was compared (failure kinds).
+fn observation_json(o: &Observation) -> serde_json::Value {
+    let mut v = serde_json::json!({"status": o.status, "upstream_addr": o.upstream_addr});
+    if let Some(s) = &o.upstream_status {
+        v["upstream_status"] = s.as_str().into();
+    }
+    v
 }
 
 /// `s` as an XML 1.0 attribute value: [`text`], with tab, newline and carriage return as character
@@ -613,7 +626,7 @@ mod tests {
     }
 
     fn sample() -> Report {
-        let obs = |addr: &str| Observation { status: 200, upstream_addr: addr.into() };
+        let obs = |addr: &str| Observation { status: 200, upstream_addr: addr.into(), upstream_status: None };
         let case = |name: &str, outcome| Case {
             name: name.into(),
             detail: Some("3 servers, plain".into()),

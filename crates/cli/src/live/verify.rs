@@ -128,6 +128,11 @@ pub(crate) struct VerifyArgs {
     /// Skip the arc-by-arc ring proof.
     #[arg(long)]
     pub no_ring_proof: bool,
+    /// Run every topology with refused connections only: no failure kinds (by default every other
+    /// topology's live servers also answer 5xx/403/404/429, stall or send an invalid header, under a random
+    /// `proxy_next_upstream` policy and tries limit, with GET and POST requests).
+    #[arg(long)]
+    pub no_failure_kinds: bool,
     /// Stream sessions per version (local builds; 0 to skip).
     #[arg(long, default_value_t = 300)]
     pub stream_sessions: usize,
@@ -222,6 +227,7 @@ impl VerifyArgs {
             },
             shim: self.shim.clone(),
             keep_going: self.keep_going,
+            failure_kinds: !self.no_failure_kinds,
         }
     }
 }

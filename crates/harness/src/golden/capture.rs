@@ -105,6 +105,7 @@ fn send(instance: &dyn Instance, keys: &[Vec<u8>], logs: &dyn Fn() -> String) ->
             Ok(Observation {
                 status: r.status,
                 upstream_addr: r.upstream_addr.context("a response without X-Upstream")?,
+                upstream_status: None,
             })
         })
         .collect()

@@ -206,6 +206,7 @@ impl ShimAnswer {
         Observation {
             status: if self.outcome == Outcome::Answered { 200 } else { 502 },
             upstream_addr: names.join(", "),
+            upstream_status: None,
         }
     }
 }
@@ -465,7 +466,7 @@ impl ShimModel {
 impl Model for ShimModel {
     fn expect(&mut self, key: &[u8]) -> Observation {
         // After a failure the run's answers no longer matter: the failure is reported instead.
-        let nothing = || Observation { status: 0, upstream_addr: String::new() };
+        let nothing = || Observation { status: 0, upstream_addr: String::new(), upstream_status: None };
         if self.failure.is_some() {
             return nothing();
         }

@@ -4,9 +4,11 @@ use crate::nginx::build::Build;
 use crate::nginx::docker::{Image, ImageOrigin};
 use crate::nginx::install::{Installation, Origin, Stream};
 use crate::proofs::shim::{ProtocolFault, ShimModel};
+use crate::run::client::Method as HttpMethod;
 use crate::run::observation::Observation;
-use crate::run::parity::{self, KeyKind, LibraryModel, Mismatch, PlanOptions, compare};
+use crate::run::parity::{self, FailureModel, KeyKind, LibraryModel, Mismatch, PlanOptions, compare};
 use crate::run::stream;
+use crate::site::failures::Failures;
 use crate::site::topology::{Capabilities, Resolution, Topology, TopologyOptions};
 use anyhow::{Context, Result, bail};
 use nginx_ketama::Libc;
@@ -14,7 +16,7 @@ use nginx_ketama::upstream::{Method, Upstream};
 use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -44,6 +46,15 @@ pub struct SweepOptions {
     /// Go on after a [`FaultKind::Protocol`] fault (by default the sweep stops at the first: a shim that
     /// hangs would cost the answer timeout on every topology).
     pub keep_going: bool,
+    /// Every other topology (the odd indexes) gets failure kinds ([`Failures::random`]): servers that
+    /// answer a status, stall or send an invalid header, a random retry policy, and POST requests. Off
+    /// with a shim (the shim protocol carries refused connections only).
+    pub failure_kinds: bool,
+}
+
+/// Whether topology `index` of a sweep with failure kinds gets them (the odd indexes).
+pub fn has_failure_kinds(index: usize) -> bool {
+    index % 2 == 1
 }
 
 impl Default for SweepOptions {
@@ -59,6 +70,7 @@ impl Default for SweepOptions {
             topology: TopologyOptions::default(),
             shim: None,
             keep_going: false,
+            failure_kinds: true,
         }
     }
 }
@@ -173,6 +185,9 @@ pub fn replay_command(backend: &Build, options: &SweepOptions, index: Option<usi
     if !options.prove_ring {
         cmd.push_str(" --no-ring-proof");
     }
+    if !options.failure_kinds && options.shim.is_none() {
+        cmd.push_str(" --no-failure-kinds");
+    }
     match index {
         Some(i) => cmd.push_str(&format!(" --only {i}")),
         None => cmd.push_str(&format!(" --topologies 0 --stream-sessions {}", options.stream_sessions)),
@@ -225,6 +240,12 @@ pub struct VersionReport {
     pub other_libc_misses: usize,
     /// Server spellings exercised.
     pub spellings: BTreeSet<String>,
+    /// Topologies run with failure kinds.
+    pub failure_topologies: usize,
+    /// Requests of those topologies, and of them the POSTs.
+    pub failure_requests: (usize, usize),
+    /// Requests (of topologies with failure kinds) that met each failure kind in at least one attempt.
+    pub failure_kinds: BTreeMap<String, usize>,
     /// Everything that differed.
     pub findings: Vec<Finding>,
     /// Everything the harness could not run.
@@ -422,13 +443,15 @@ fn run_topology(
     let unix = crate::nginx::local::fresh_prefix()?;
     let unix_dir = unix.display().to_string();
     let result = (|| {
-        let session =
-            parity::start(backend, topology_for(backend, options, index, &unix_dir)?).context("starting nginx")?;
+        let generated = topology_for(backend, options, index, &unix_dir)?;
+        let failures = (options.failure_kinds && options.shim.is_none() && has_failure_kinds(index))
+            .then(|| Failures::random(&generated, generated.seed));
+        let session = parity::start_failing(backend, generated, failures.as_ref()).context("starting nginx")?;
         let topology = session.topology().clone();
         let libc = backend.libc();
         let upstream = topology.upstream(version, libc)?;
         let other = topology.upstream(version, other_libc(libc))?;
-        let plan = parity::plan(
+        let mut plan = parity::plan(
             &upstream,
             topology.seed,
             &PlanOptions {
@@ -437,18 +460,30 @@ fn run_topology(
                 prove_ring: options.prove_ring && topology.method == Method::Consistent,
             },
         );
-        let label = match upstream.ring() {
+        if let Some(f) = &failures {
+            plan = parity::with_posts(plan, topology.seed, f.post_percent);
+        }
+        let mut label = match upstream.ring() {
             Some(ring) => format!("{} servers, consistent, {} points", topology.lines.len(), ring.len()),
             None => format!("{} servers, plain", topology.lines.len()),
         };
+        if let Some(f) = &failures {
+            let p = f.policy;
+            label.push_str(&format!(
+                ", {} failing, proxy_next_upstream {} tries {}",
+                f.answers.len(),
+                p.next_upstream,
+                p.tries
+            ));
+        }
         on(Event::Topology(&report.version, index, label.clone(), plan.requests.len()));
-        let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
         let started = std::time::Instant::now();
-        let responses = session.send(&keys, &mut |n| on(Event::Requests(n)))?;
+        let responses = session.send_plan(&plan, &mut |n| on(Event::Requests(n)))?;
         let elapsed = started.elapsed();
-        let run = match &options.shim {
-            None => compare(&plan, &responses, &mut LibraryModel::new(&upstream, &topology), elapsed),
-            Some(command) => {
+        let run = match (&options.shim, &failures) {
+            (None, Some(f)) => compare(&plan, &responses, &mut FailureModel::new(&upstream, &topology, f), elapsed),
+            (None, None) => compare(&plan, &responses, &mut LibraryModel::new(&upstream, &topology), elapsed),
+            (Some(command), _) => {
                 let mut model = ShimModel::start(command, &topology, version)?;
                 let run = compare(&plan, &responses, &mut model, elapsed);
                 model.finish()?;
@@ -456,9 +491,31 @@ fn run_topology(
             }
         };
         // The same answers judged by the other C library's tie rule: how many it would have got wrong.
-        let other_misses =
-            compare(&plan, &responses, &mut LibraryModel::new(&other, &topology), elapsed).mismatches.len();
+        let other_misses = match &failures {
+            Some(f) => compare(&plan, &responses, &mut FailureModel::new(&other, &topology, f), elapsed),
+            None => compare(&plan, &responses, &mut LibraryModel::new(&other, &topology), elapsed),
+        }
+        .mismatches
+        .len();
         let libc_points = libc_points(&upstream, &other);
+        if let Some(f) = &failures {
+            report.failure_topologies += 1;
+            report.failure_requests.0 += plan.requests.len();
+            report.failure_requests.1 += plan.requests.iter().filter(|r| r.method == HttpMethod::Post).count();
+            for resp in &responses {
+                let met: BTreeSet<String> = resp
+                    .upstream_addr
+                    .as_deref()
+                    .unwrap_or_default()
+                    .split(", ")
+                    .filter_map(|name| f.kind(&topology, name))
+                    .map(|k| k.to_string())
+                    .collect();
+                for kind in met {
+                    *report.failure_kinds.entry(kind).or_default() += 1;
+                }
+            }
+        }
         anyhow::Ok((topology, plan, run, other_misses, libc_points, label))
     })();
     drop(unix);
@@ -566,8 +623,8 @@ pub fn stream_check(backend: &Build, options: &SweepOptions) -> Result<(usize, V
                 index,
                 key: port.to_string().into_bytes(),
                 kind: KeyKind::Random,
-                expected: Observation { status: 0, upstream_addr: expected },
-                actual: Observation { status: 0, upstream_addr: actual },
+                expected: Observation { status: 0, upstream_addr: expected, upstream_status: None },
+                actual: Observation { status: 0, upstream_addr: actual, upstream_status: None },
             },
             replay: replay.clone(),
         })
@@ -618,6 +675,17 @@ impl VersionReport {
             }
             if let Some(why) = &r.stream_skipped {
                 out.push_str(&format!("{:<11} {why}\n", r.version));
+            }
+            if r.failure_topologies > 0 {
+                let kinds: Vec<String> = r.failure_kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                out.push_str(&format!(
+                    "{:<11} failure kinds: {} topologies, {} requests ({} POST); requests per kind met: {}\n",
+                    r.version,
+                    r.failure_topologies,
+                    r.failure_requests.0,
+                    r.failure_requests.1,
+                    if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") }
+                ));
             }
         }
         out

@@ -19,6 +19,8 @@ pub struct Response {
     pub upstream_addr: Option<String>,
     /// The seconds nginx's clock can have read while handling it (the [`CLOCK_HEADER`]), if reported.
     pub clock: Option<Window>,
+    /// The `X-Upstream-Status` header (`$upstream_status`), if present.
+    pub upstream_status: Option<String>,
 }
 
 /// Sends one GET per key (no `X-Key` header for an empty key) on a single connection to `front` (opened
@@ -33,12 +35,57 @@ pub fn pipeline(
     keys: &[Vec<u8>],
     progress: &mut dyn FnMut(usize),
 ) -> io::Result<Vec<Response>> {
+    let requests: Vec<u8> = keys.iter().flat_map(|k| request(Method::Get, k)).collect();
+    send_pipelined(net, front, requests, keys.len(), progress)
+}
+
+/// The request methods the client sends (a POST has an empty body).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Method {
+    /// `GET`.
+    #[default]
+    Get,
+    /// `POST` with `Content-Length: 0`.
+    Post,
+}
+
+impl Method {
+    /// The method as nginx's retry rules see it.
+    pub fn as_request_method(self) -> nginx_ketama::failure::RequestMethod {
+        match self {
+            Method::Get => nginx_ketama::failure::RequestMethod::Get,
+            Method::Post => nginx_ketama::failure::RequestMethod::Post,
+        }
+    }
+}
+
+/// [`pipeline`] with a method per request.
+///
+/// # Errors
+///
+/// As [`pipeline`].
+pub fn pipeline_methods(
+    net: Net<'_>,
+    front: SocketAddr,
+    requests: &[(Method, &[u8])],
+    progress: &mut dyn FnMut(usize),
+) -> io::Result<Vec<Response>> {
+    let bytes: Vec<u8> = requests.iter().flat_map(|(m, k)| request(*m, k)).collect();
+    send_pipelined(net, front, bytes, requests.len(), progress)
+}
+
+fn send_pipelined(
+    net: Net<'_>,
+    front: SocketAddr,
+    requests: Vec<u8>,
+    count: usize,
+    progress: &mut dyn FnMut(usize),
+) -> io::Result<Vec<Response>> {
     let stream = net.connect(front, None, Duration::from_secs(5))?;
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut writer = stream.try_clone()?;
-    let requests: Vec<u8> = keys.iter().flat_map(|k| request(k)).collect();
-    let mut responses = Vec::with_capacity(keys.len());
+    let mut responses = Vec::with_capacity(count);
     std::thread::scope(|scope| {
         let sender = scope.spawn(move || -> io::Result<()> {
             for chunk in requests.chunks(64 * 1024) {
@@ -48,11 +95,11 @@ pub fn pipeline(
         });
         let mut reader = BufReader::with_capacity(64 * 1024, &stream);
         let mut result = Ok(());
-        for i in 0..keys.len() {
+        for i in 0..count {
             match read_response(&mut reader) {
                 Ok(r) => responses.push(r),
                 Err(e) => {
-                    result = Err(io::Error::new(e.kind(), format!("response {} of {}: {e}", i + 1, keys.len())));
+                    result = Err(io::Error::new(e.kind(), format!("response {} of {count}: {e}", i + 1)));
                     break;
                 }
             }
@@ -62,9 +109,9 @@ pub fn pipeline(
         }
         let _ = stream.shutdown(std::net::Shutdown::Both);
         let sent = sender.join().expect("sender thread");
-        result.and(sent.or_else(|e| if responses.len() == keys.len() { Ok(()) } else { Err(e) }))
+        result.and(sent.or_else(|e| if responses.len() == count { Ok(()) } else { Err(e) }))
     })?;
-    progress(keys.len());
+    progress(count);
     Ok(responses)
 }
 
@@ -80,8 +127,11 @@ pub fn get(net: Net<'_>, front: SocketAddr, path: &str) -> io::Result<Response> 
     read_response(&mut BufReader::new(&stream))
 }
 
-fn request(key: &[u8]) -> Vec<u8> {
-    let mut r = b"GET / HTTP/1.1\r\nHost: parity\r\n".to_vec();
+fn request(method: Method, key: &[u8]) -> Vec<u8> {
+    let mut r = match method {
+        Method::Get => b"GET / HTTP/1.1\r\nHost: parity\r\n".to_vec(),
+        Method::Post => b"POST / HTTP/1.1\r\nHost: parity\r\nContent-Length: 0\r\n".to_vec(),
+    };
     if !key.is_empty() {
         r.extend_from_slice(b"X-Key: ");
         r.extend_from_slice(key);
@@ -101,6 +151,7 @@ fn read_response(reader: &mut impl BufRead) -> io::Result<Response> {
     let status: u16 =
         status_line.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| bad("bad status line"))?;
     let mut upstream_addr = None;
+    let mut upstream_status = None;
     let mut clock = None;
     let mut length: Option<usize> = None;
     let mut chunked = false;
@@ -118,6 +169,7 @@ fn read_response(reader: &mut impl BufRead) -> io::Result<Response> {
         let value = value.trim();
         match name.to_ascii_lowercase().as_str() {
             "x-upstream" => upstream_addr = Some(value.to_string()),
+            "x-upstream-status" => upstream_status = Some(value.to_string()),
             n if n.eq_ignore_ascii_case(CLOCK_HEADER) => clock = Window::parse(value),
             "content-length" => length = value.parse().ok(),
             "transfer-encoding" => chunked = value.eq_ignore_ascii_case("chunked"),
@@ -139,7 +191,7 @@ fn read_response(reader: &mut impl BufRead) -> io::Result<Response> {
     } else if let Some(n) = length {
         io::copy(&mut reader.take(n as u64), &mut io::sink())?;
     }
-    Ok(Response { status, upstream_addr, clock })
+    Ok(Response { status, upstream_addr, clock, upstream_status })
 }
 
 #[cfg(test)]
@@ -157,14 +209,19 @@ HTTP/1.1 502 Bad Gateway\r\nTransfer-Encoding: chunked\r\nX-Upstream: parity\r\n
             Response {
                 status: 200,
                 upstream_addr: Some("127.0.0.1:1, unix:/a".into()),
-                clock: Some(Window { first: 1764619999, last: 1764620001 })
+                clock: Some(Window { first: 1764619999, last: 1764620001 }),
+                upstream_status: None,
             }
         );
         assert_eq!(
             read_response(&mut r).unwrap(),
-            Response { status: 502, upstream_addr: Some("parity".into()), clock: None }
+            Response { status: 502, upstream_addr: Some("parity".into()), clock: None, upstream_status: None }
         );
         assert!(read_response(&mut r).is_err());
-        assert_eq!(request(b""), b"GET / HTTP/1.1\r\nHost: parity\r\n\r\n");
+        assert_eq!(request(Method::Get, b""), b"GET / HTTP/1.1\r\nHost: parity\r\n\r\n");
+        assert_eq!(
+            request(Method::Post, b"k"),
+            b"POST / HTTP/1.1\r\nHost: parity\r\nContent-Length: 0\r\nX-Key: k\r\n\r\n"
+        );
     }
 }

@@ -44,6 +44,10 @@ pub struct Observation {
     pub status: u16,
     /// `$upstream_addr` exactly as nginx reported it.
     pub upstream_addr: String,
+    /// `$upstream_status` exactly as nginx reported it, where it is compared (runs with failure kinds);
+    /// `None` elsewhere (records and refused-only runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_status: Option<String>,
 }
 
 impl Observation {
@@ -74,7 +78,22 @@ pub fn observation(up: &Upstream, out: &worker::Outcome) -> Observation {
     if out.status == Status::NoLiveUpstreams {
         names.push(UPSTREAM);
     }
-    Observation { status: if out.status == Status::Answered { 200 } else { 502 }, upstream_addr: names.join(", ") }
+    Observation {
+        status: if out.status == Status::Answered { 200 } else { 502 },
+        upstream_addr: names.join(", "),
+        upstream_status: None,
+    }
+}
+
+/// [`observation`] for a run with failure kinds: the client's status as the library says (the passed
+/// response's, or nginx's own 502/504) and `$upstream_status` (one entry per attempt, plus nginx's 502 when
+/// nothing usable was left).
+pub fn failure_observation(up: &Upstream, out: &worker::Outcome) -> Observation {
+    let mut statuses: Vec<String> = out.results.iter().map(|r| r.upstream_status.to_string()).collect();
+    if out.status == Status::NoLiveUpstreams {
+        statuses.push("502".into());
+    }
+    Observation { status: out.client_status, upstream_status: Some(statuses.join(", ")), ..observation(up, out) }
 }
 
 #[cfg(test)]
@@ -83,7 +102,7 @@ mod tests {
 
     #[test]
     fn outcomes_from_upstream_addr() {
-        let o = |status, a: &str| Observation { status, upstream_addr: a.to_string() };
+        let o = |status, a: &str| Observation { status, upstream_addr: a.to_string(), upstream_status: None };
         assert_eq!(o(200, "127.0.0.1:1").attempts(), (vec!["127.0.0.1:1"], Outcome::Answered));
         assert_eq!(o(502, "a:1, b:2").attempts(), (vec!["a:1", "b:2"], Outcome::Failed));
         assert_eq!(o(502, "a:1, parity").attempts(), (vec!["a:1"], Outcome::NoLiveUpstreams));

@@ -4,10 +4,11 @@ use crate::forge::Forger;
 use crate::nginx::build::Build;
 use crate::nginx::instance::Instance;
 use crate::nginx::log::log_tail;
-use crate::run::client::{Response, get, pipeline};
+use crate::run::client::{Method as HttpMethod, Response, get, pipeline, pipeline_methods};
 use crate::run::clock::{ClockedModel, Judgement, Unclocked};
-use crate::run::observation::{Observation, observation};
+use crate::run::observation::{Observation, failure_observation, observation};
 use crate::site::conf::{HTTP_KEY, Part, Site};
+use crate::site::failures::Failures;
 use crate::site::topology::{Resolution, Topology, random_keys};
 use anyhow::{Context, Result};
 use nginx_ketama::upstream::Upstream;
@@ -39,6 +40,8 @@ pub struct PlannedRequest {
     pub key: Vec<u8>,
     /// Why it is there.
     pub kind: KeyKind,
+    /// The method it is sent with (GET unless the run has failure kinds).
+    pub method: HttpMethod,
 }
 
 /// The requests to send, in order.
@@ -65,33 +68,139 @@ pub struct PlanOptions {
 pub fn plan(upstream: &Upstream, seed: u64, options: &PlanOptions) -> Plan {
     let mut requests: Vec<PlannedRequest> = random_keys(seed, options.random_keys)
         .into_iter()
-        .map(|key| PlannedRequest { key, kind: KeyKind::Random })
+        .map(|key| PlannedRequest { key, kind: KeyKind::Random, method: HttpMethod::Get })
         .collect();
-    requests.extend((0..options.empty_keys).map(|_| PlannedRequest { key: Vec::new(), kind: KeyKind::Empty }));
+    requests.extend((0..options.empty_keys).map(|_| PlannedRequest {
+        key: Vec::new(),
+        kind: KeyKind::Empty,
+        method: HttpMethod::Get,
+    }));
     let mut arcs = 0;
     if let (true, Some(ring)) = (options.prove_ring, upstream.ring()) {
         let forger = Forger::new();
         arcs = ring.len();
         for (i, p) in ring.points().enumerate() {
             let prefix = format!("arc{i}-");
-            requests.push(PlannedRequest { key: forger.forge(prefix.as_bytes(), p.hash), kind: KeyKind::OnPoint });
+            requests.push(PlannedRequest {
+                key: forger.forge(prefix.as_bytes(), p.hash),
+                kind: KeyKind::OnPoint,
+                method: HttpMethod::Get,
+            });
             if p.hash != u32::MAX {
                 let key = forger.forge(prefix.as_bytes(), p.hash + 1);
-                requests.push(PlannedRequest { key, kind: KeyKind::PastPoint });
+                requests.push(PlannedRequest { key, kind: KeyKind::PastPoint, method: HttpMethod::Get });
             }
         }
         for edge in [0, u32::MAX] {
-            requests.push(PlannedRequest { key: forger.forge(b"edge-", edge), kind: KeyKind::RingEdge });
+            requests.push(PlannedRequest {
+                key: forger.forge(b"edge-", edge),
+                kind: KeyKind::RingEdge,
+                method: HttpMethod::Get,
+            });
         }
     }
     requests.shuffle(&mut ChaCha8Rng::seed_from_u64(seed ^ 0x5348_5546));
     Plan { requests, arcs }
 }
 
+/// `plan` with `percent` of its requests (chosen reproducibly by `seed`) sent as POST.
+pub fn with_posts(mut plan: Plan, seed: u64, percent: u8) -> Plan {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x504f_5354);
+    for r in &mut plan.requests {
+        if rand::RngExt::random_range(&mut rng, 0..100) < percent {
+            r.method = HttpMethod::Post;
+        }
+    }
+    plan
+}
+
 /// Predicts `$upstream_addr` and the status for each request of a sequence, in order.
 pub trait Model {
     /// What nginx should answer to the next request: its status and `$upstream_addr`.
     fn expect(&mut self, key: &[u8]) -> Observation;
+
+    /// [`Model::expect`] for a planned request (its method too); by default the key alone decides.
+    fn expect_request(&mut self, request: &PlannedRequest) -> Observation {
+        self.expect(&request.key)
+    }
+
+    /// Whether the model predicts `$upstream_status` (then nginx's is compared too).
+    fn predicts_upstream_status(&self) -> bool {
+        false
+    }
+}
+
+/// One of nginx's failure rules changed on purpose, to show that the live proof catches the change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation {
+    /// The last attempt's listed 5xx (passed to the client) frees its peer as FAILED, not as a success.
+    LastStatusFails,
+    /// A retried 403/404 frees its peer as FAILED, not as NEXT.
+    NotFoundFails,
+    /// `non_idempotent` is ignored: a sent POST is retried like a GET.
+    PostRetried,
+}
+
+/// The library's simulator with failure kinds: each peer answers as `failures` says, the front's policy
+/// decides, and requests carry their method. Optionally with one rule changed ([`Mutation`]).
+#[derive(Debug)]
+pub struct FailureModel<'a> {
+    worker: Worker<'a>,
+    topology: &'a Topology,
+    failures: &'a Failures,
+    mutation: Option<Mutation>,
+}
+
+impl<'a> FailureModel<'a> {
+    /// A fresh worker for `upstream`, with `topology`'s dead servers refusing and `failures` for the rest.
+    pub fn new(upstream: &'a Upstream, topology: &'a Topology, failures: &'a Failures) -> Self {
+        FailureModel { worker: Worker::new(upstream), topology, failures, mutation: None }
+    }
+
+    /// The same model with `mutation` applied.
+    pub fn mutated(mut self, mutation: Mutation) -> Self {
+        self.mutation = Some(mutation);
+        self
+    }
+}
+
+impl Model for FailureModel<'_> {
+    fn expect(&mut self, key: &[u8]) -> Observation {
+        self.expect_request(&PlannedRequest { key: key.to_vec(), kind: KeyKind::Random, method: HttpMethod::Get })
+    }
+
+    fn expect_request(&mut self, request: &PlannedRequest) -> Observation {
+        use nginx_ketama::failure::{ClientRequest, Condition, Freed, Reply, decide};
+        let (topology, failures) = (self.topology, self.failures);
+        let policy = failures.policy;
+        let client = ClientRequest { method: request.method.as_request_method(), ..ClientRequest::default() };
+        let mutation = self.mutation;
+        let out = self.worker.request_judged(&request.key, RUN_CLOCK, &policy, |peer, left| {
+            let reply = failures.reply(topology, peer);
+            let mut d = decide(reply, &policy, &client, left, 0);
+            match (mutation, reply) {
+                (Some(Mutation::LastStatusFails), Reply::Status(s))
+                    if s >= 500
+                        && !d.retry
+                        && Condition::for_status(s).is_some_and(|c| policy.next_upstream.contains(c)) =>
+                {
+                    d.freed = Freed::Failed;
+                }
+                (Some(Mutation::NotFoundFails), _) if d.freed == Freed::Next => d.freed = Freed::Failed,
+                (Some(Mutation::PostRetried), _) => {
+                    let as_get = ClientRequest { method: nginx_ketama::failure::RequestMethod::Get, ..client };
+                    d = decide(reply, &policy, &as_get, left, 0);
+                }
+                _ => {}
+            }
+            d
+        });
+        failure_observation(self.worker.upstream(), &out)
+    }
+
+    fn predicts_upstream_status(&self) -> bool {
+        true
+    }
 }
 
 /// The library's per-worker simulator as a [`Model`].
@@ -163,14 +272,24 @@ pub struct RunReport {
 
 /// Builds the site for an HTTP topology.
 pub fn http_site(topology: &Topology, probe_resolution: bool) -> Site {
+    http_site_failing(topology, probe_resolution, None)
+}
+
+/// [`http_site`] with failure kinds: the failing listeners answer as `failures` says and the front
+/// retries by its policy.
+pub fn http_site_failing(topology: &Topology, probe_resolution: bool, failures: Option<&Failures>) -> Site {
+    let failing = failures.map(|f| f.failing(topology));
+    let failing_listeners: Vec<&crate::site::topology::Listen> =
+        failing.iter().flat_map(|f| f.groups.iter().flat_map(|(_, l)| l)).collect();
     Site {
         http: Some(Part {
             upstream_block: topology.upstream_block(HTTP_KEY, true),
-            listeners: topology.live_listeners(),
+            listeners: topology.live_listeners().into_iter().filter(|l| !failing_listeners.contains(&l)).collect(),
         }),
         stream: None,
         hosts: (!topology.hosts.is_empty()).then(|| topology.hosts_file()),
         probes: if probe_resolution { topology.hostnames().iter().map(|n| format!("{n}:9")).collect() } else { vec![] },
+        failing,
     }
 }
 
@@ -195,8 +314,23 @@ impl std::fmt::Debug for Session {
 ///
 /// nginx failing to start (with its own error output) or not answering the probes.
 pub fn start(backend: &Build, topology: Topology) -> Result<Session> {
-    let probe = matches!(backend, Build::Docker { .. });
-    let (instance, topology) = start_resolving(backend, topology, probe)?;
+    start_failing(backend, topology, None)
+}
+
+/// [`start`] with failure kinds (see [`http_site_failing`]).
+///
+/// # Errors
+///
+/// As [`start`].
+pub fn start_failing(backend: &Build, topology: Topology, failures: Option<&Failures>) -> Result<Session> {
+    let probe = matches!(backend, Build::Docker { .. }) && !topology.hosts.is_empty();
+    let instance = backend.start(&http_site_failing(&topology, probe, failures), backend.prefix()?)?;
+    let topology = if probe {
+        let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
+        topology.resolved(&resolution)
+    } else {
+        topology
+    };
     Ok(Session { instance, describe: backend.describe(), topology })
 }
 
@@ -252,9 +386,8 @@ impl Session {
     ///
     /// The connection failing (nginx's error output is attached).
     pub fn run(&self, plan: &Plan, model: &mut dyn Model, progress: &mut dyn FnMut(usize)) -> Result<RunReport> {
-        let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
         let started = Instant::now();
-        let responses = self.send(&keys, progress)?;
+        let responses = self.send_plan(plan, progress)?;
         Ok(compare(plan, &responses, model, started.elapsed()))
     }
 
@@ -266,6 +399,22 @@ impl Session {
     /// The connection failing (nginx's error output is attached).
     pub fn send(&self, keys: &[Vec<u8>], progress: &mut dyn FnMut(usize)) -> Result<Vec<Response>> {
         pipeline(self.instance.net(), self.instance.http_front(), keys, progress).with_context(|| {
+            format!(
+                "talking to nginx ({})\nnginx's error log ends:\n{}",
+                self.describe,
+                log_tail(&self.instance.logs())
+            )
+        })
+    }
+
+    /// Sends the requests of `plan` in order (pipelined, one connection), each with its method.
+    ///
+    /// # Errors
+    ///
+    /// As [`Session::send`].
+    pub fn send_plan(&self, plan: &Plan, progress: &mut dyn FnMut(usize)) -> Result<Vec<Response>> {
+        let requests: Vec<(HttpMethod, &[u8])> = plan.requests.iter().map(|r| (r.method, r.key.as_slice())).collect();
+        pipeline_methods(self.instance.net(), self.instance.http_front(), &requests, progress).with_context(|| {
             format!(
                 "talking to nginx ({})\nnginx's error log ends:\n{}",
                 self.describe,
@@ -306,8 +455,16 @@ pub fn compare(plan: &Plan, responses: &[Response], model: &mut dyn Model, elaps
     let mut failovers = 0;
     let mut ring_ok = true;
     for (index, (req, resp)) in plan.requests.iter().zip(responses).enumerate() {
-        let expected = model.expect(&req.key);
-        let actual = Observation { status: resp.status, upstream_addr: resp.upstream_addr.clone().unwrap_or_default() };
+        let expected = model.expect_request(req);
+        let actual = Observation {
+            status: resp.status,
+            upstream_addr: resp.upstream_addr.clone().unwrap_or_default(),
+            upstream_status: if model.predicts_upstream_status() {
+                Some(resp.upstream_status.clone().unwrap_or_default())
+            } else {
+                None
+            },
+        };
         if actual.upstream_addr.contains(',') {
             failovers += 1;
         }
@@ -344,7 +501,11 @@ pub fn compare_clocked(
     // Each ring key not compared leaves (at most) one arc unproven.
     let mut ring_unjudged = 0;
     for (index, (req, resp)) in plan.requests.iter().zip(responses).enumerate() {
-        let actual = Observation { status: resp.status, upstream_addr: resp.upstream_addr.clone().unwrap_or_default() };
+        let actual = Observation {
+            status: resp.status,
+            upstream_addr: resp.upstream_addr.clone().unwrap_or_default(),
+            upstream_status: None,
+        };
         if actual.upstream_addr.contains(',') {
             failovers += 1;
         }

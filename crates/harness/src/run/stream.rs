@@ -22,6 +22,7 @@ pub fn stream_site(topology: &Topology) -> Site {
         }),
         hosts: None,
         probes: Vec::new(),
+        failing: None,
     }
 }
 

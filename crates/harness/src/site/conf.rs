@@ -1,6 +1,7 @@
 //! The nginx configuration a parity run needs: the upstream under test, a front server that proxies to it
 //! and reports `$upstream_addr`, and echo listeners for every live peer — all inside one nginx.
 
+use super::failures::{Failing, listen_arg, render_listeners};
 use super::token::{escape_in_quotes, token};
 use super::topology::Listen;
 use std::fmt::Write as _;
@@ -16,6 +17,9 @@ pub struct Site {
     pub hosts: Option<String>,
     /// Hostnames (with a port) whose resolved address order nginx should report at `/__resolve/<i>`.
     pub probes: Vec<String>,
+    /// Listeners that fail on purpose and the front's retry policy (failure kinds); `None`: every listener
+    /// answers `200 OK` and the front retries on `error` only.
+    pub failing: Option<Failing>,
 }
 
 /// One context's upstream and echo listeners.
@@ -52,13 +56,6 @@ pub const FRONT_STREAM_PORT: u16 = 8081;
 pub const HTTP_KEY: &str = "$http_x_key";
 /// The key expression the stream upstream hashes: the client's source port.
 pub const STREAM_KEY: &str = "$remote_port";
-
-fn listen_arg(l: &Listen) -> String {
-    match l {
-        Listen::Tcp(a) => token(&a.to_string()),
-        Listen::Unix(p) => token(&format!("unix:{p}")),
-    }
-}
 
 /// The templates in `nginx/harness/`: the static nginx directives live there, readable as nginx config.
 const MAIN: &str = include_str!("../../../../nginx/harness/main.conf.in");
@@ -104,7 +101,14 @@ pub fn render(site: &Site, env: &Environment) -> String {
                     "        location = /__resolve/{i} {{ proxy_pass http://probe{i}; add_header X-Upstream $upstream_addr always; }}"
                 );
             }
-            let front = fill(HTTP_FRONT, &[("FRONT", &token(&env.http_front)), ("UPSTREAM", up), ("PROBES", &probes)]);
+            let retry = match &site.failing {
+                Some(f) => indent(&f.front_directives(), 12),
+                None => indent("proxy_next_upstream error;", 12),
+            };
+            let front = fill(
+                HTTP_FRONT,
+                &[("FRONT", &token(&env.http_front)), ("UPSTREAM", up), ("PROBES", &probes), ("RETRY", &retry)],
+            );
             let echo = if http.listeners.is_empty() {
                 String::new()
             } else {
@@ -112,7 +116,8 @@ pub fn render(site: &Site, env: &Environment) -> String {
                     http.listeners.iter().map(|l| format!("        listen {};\n", listen_arg(l))).collect();
                 fill(HTTP_ECHO, &[("LISTEN", &listen)])
             };
-            format!("{}{probe_upstreams}{front}{echo}", indent(&http.upstream_block, 4))
+            let failing = site.failing.as_ref().map(|f| render_listeners(&f.groups, listen_arg)).unwrap_or_default();
+            format!("{}{probe_upstreams}{front}{echo}{failing}", indent(&http.upstream_block, 4))
         }
         None => format!("    server {{ listen {}; return 204; }}\n", token(&env.http_front)),
     };
@@ -167,6 +172,7 @@ mod tests {
             }),
             hosts: None,
             probes: vec!["a.test:9".into()],
+            failing: None,
         };
         let env = Environment {
             prefix: "/p".into(),
@@ -244,6 +250,7 @@ mod tests {
             stream: None,
             hosts: None,
             probes: vec![],
+            failing: None,
         };
         let env = Environment {
             prefix: "/tmp/a \"b\" {c};#".into(),

@@ -1,0 +1,274 @@
+//! Failure kinds for a live run (issue 20 point 4): how each live server of a topology answers — a status
+//! code, a stall past `proxy_read_timeout`, an invalid response header — and the front location's retry
+//! policy (`proxy_next_upstream`, `proxy_next_upstream_tries`). Dead servers still refuse (the topology's
+//! `dead`). Every answer is made by the nginx under test itself (a `server` block per answer), so the same
+//! run works on every build, locally and in a container, without the stream module.
+//!
+//! Timing: a stalled server sends its response header at one byte per second (`limit_rate 1`), so it can
+//! never complete a header within [`READ_TIMEOUT_MS`]; only lines with `max_fails=1 fail_timeout=3600s`
+//! stall, so each stalled peer is waited for once per run and then skipped for the rest of it. The one
+//! timing assumption left is that a healthy peer (served by the same nginx worker) answers within
+//! [`READ_TIMEOUT_MS`] (docs/proof.md, "Failure kinds").
+
+use super::token::token;
+use super::topology::{Listen, Topology};
+use nginx_ketama::Peer;
+use nginx_ketama::failure::{Condition, NextUpstream, Reply, RetryPolicy};
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fmt::Write as _;
+
+/// How a live server answers when it does not answer `200 OK`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Answer {
+    /// `return STATUS;` (500, 502, 503, 504, 403, 404 or 429).
+    Status(u16),
+    /// Never completes a response header within `proxy_read_timeout` (a read timeout).
+    Stall,
+    /// A response header nginx cannot parse (a bare CR in a header value): `invalid_header`.
+    InvalidHeader,
+}
+
+/// The statuses a server may answer with: every status `proxy_next_upstream` can name.
+pub const STATUSES: [u16; 7] = [500, 502, 503, 504, 403, 404, 429];
+
+/// `proxy_read_timeout` of the front location in a run with failure kinds.
+pub const READ_TIMEOUT_MS: u64 = 2000;
+
+/// What one attempt met, for reports: the failure kinds of issue 20 (and `ok`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// The connection was refused (a dead server).
+    Refused,
+    /// A status code other than 200.
+    Status(u16),
+    /// A read timeout.
+    Timeout,
+    /// An invalid header.
+    InvalidHeader,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Kind::Refused => f.write_str("refused"),
+            Kind::Status(s) => write!(f, "http_{s}"),
+            Kind::Timeout => f.write_str("timeout"),
+            Kind::InvalidHeader => f.write_str("invalid_header"),
+        }
+    }
+}
+
+/// The failure kinds of one run: each failing live server's answer (by its `server` text, so duplicate
+/// lines agree) and the front's retry policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failures {
+    /// Answers by server text; a live server not listed answers `200 OK`.
+    pub answers: BTreeMap<String, Answer>,
+    /// `proxy_next_upstream` and `proxy_next_upstream_tries` (`proxy_next_upstream_timeout` stays 0).
+    pub policy: RetryPolicy,
+    /// Percent of requests sent as POST (the rest are GET).
+    pub post_percent: u8,
+}
+
+impl Failures {
+    /// Random failure kinds for `topology`, reproducible from `seed`: about a third of the live servers
+    /// fail (at most two stall, and only lines that stall once: `max_fails=1`, primary, with another
+    /// primary peer beside them), and a random policy.
+    pub fn random(topology: &Topology, seed: u64) -> Failures {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6661_696c_6b69_6e64);
+        let primary_peers: usize = topology.lines.iter().filter(|l| !l.backup).map(|l| l.endpoints.len()).sum();
+        let mut answers = BTreeMap::new();
+        let mut stalls = 0;
+        for line in topology.lines.iter().filter(|l| !l.dead) {
+            if answers.contains_key(&line.server) || rng.random_range(0..100) >= 35 {
+                continue;
+            }
+            let same: Vec<_> = topology.lines.iter().filter(|l| l.server == line.server).collect();
+            let stall_ok = stalls < 2
+                && primary_peers >= 2
+                && same.iter().all(|l| l.max_fails >= 1 && l.fail_timeout >= 3600 && !l.backup);
+            let mut choices: Vec<Answer> = STATUSES.iter().map(|&s| Answer::Status(s)).collect();
+            choices.extend([Answer::InvalidHeader, Answer::InvalidHeader]);
+            if stall_ok {
+                choices.extend([Answer::Stall; 4]);
+            }
+            let answer = choices[rng.random_range(0..choices.len())];
+            stalls += usize::from(answer == Answer::Stall);
+            answers.insert(line.server.clone(), answer);
+        }
+        Failures { answers, policy: random_policy(&mut rng), post_percent: 30 }
+    }
+
+    /// How an attempt at `peer` (of `topology`'s upstream) ends.
+    pub fn reply(&self, topology: &Topology, peer: &Peer) -> Reply {
+        if topology.refuses(peer.name()) {
+            return Reply::Refused;
+        }
+        match self.answers.get(peer.server().as_str()) {
+            None => Reply::OK,
+            Some(Answer::Status(s)) => Reply::Status(*s),
+            Some(Answer::Stall) => Reply::ReadTimeout,
+            Some(Answer::InvalidHeader) => Reply::InvalidHeader,
+        }
+    }
+
+    /// What an attempt at the address nginx printed as `name` met (`None`: `200 OK`, or not a peer).
+    pub fn kind(&self, topology: &Topology, name: &str) -> Option<Kind> {
+        let line = topology.lines.iter().find(|l| l.endpoints.iter().any(|e| e.name == name))?;
+        if topology.refuses(name) {
+            return Some(Kind::Refused);
+        }
+        self.answers.get(&line.server).map(|a| match a {
+            Answer::Status(s) => Kind::Status(*s),
+            Answer::Stall => Kind::Timeout,
+            Answer::InvalidHeader => Kind::InvalidHeader,
+        })
+    }
+
+    /// The listeners of `topology` that answer with a failure, grouped by answer.
+    pub fn listeners(&self, topology: &Topology) -> Vec<(Answer, Vec<Listen>)> {
+        let mut groups: BTreeMap<Answer, Vec<Listen>> = BTreeMap::new();
+        for line in topology.lines.iter().filter(|l| !l.dead) {
+            if let Some(&a) = self.answers.get(&line.server) {
+                let group = groups.entry(a).or_default();
+                for ep in &line.endpoints {
+                    if !group.contains(&ep.listen) {
+                        group.push(ep.listen.clone());
+                    }
+                }
+            }
+        }
+        groups.into_iter().collect()
+    }
+
+    /// What the rendered nginx.conf needs: the failing listeners and the policy.
+    pub fn failing(&self, topology: &Topology) -> Failing {
+        Failing { groups: self.listeners(topology), policy: self.policy }
+    }
+}
+
+/// The part of a site that fails on purpose: listeners grouped by answer, and the front's retry policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failing {
+    /// Listeners by answer (they are left out of the echo listeners).
+    pub groups: Vec<(Answer, Vec<Listen>)>,
+    /// The front location's policy.
+    pub policy: RetryPolicy,
+}
+
+impl Failing {
+    /// The front location's retry directives.
+    pub fn front_directives(&self) -> String {
+        let p = &self.policy;
+        format!(
+            "proxy_next_upstream {};\nproxy_next_upstream_tries {};\nproxy_read_timeout {}ms;\n",
+            p.next_upstream, p.tries, READ_TIMEOUT_MS
+        )
+    }
+}
+
+/// The location of a listener that fails with `answer` (inside its `server` block).
+pub fn answer_location(answer: Answer) -> String {
+    match answer {
+        Answer::Status(s) => format!("location / {{ return {s}; }}"),
+        // One byte per second: the header is never complete within the front's proxy_read_timeout.
+        Answer::Stall => "location / { limit_rate 1; return 200 \"stall\"; }".to_string(),
+        // A bare CR inside a header value: ngx_http_parse_header_line() answers NGX_HTTP_PARSE_INVALID_HEADER.
+        Answer::InvalidHeader => "location / { add_header X-Bad \"a\\rb\" always; return 200 \"ok\"; }".to_string(),
+    }
+}
+
+/// The `server` blocks of the failing listeners.
+pub fn render_listeners(groups: &[(Answer, Vec<Listen>)], listen_arg: impl Fn(&Listen) -> String) -> String {
+    let mut out = String::new();
+    for (answer, listeners) in groups {
+        let _ = writeln!(out, "    server {{");
+        for l in listeners {
+            let _ = writeln!(out, "        listen {};", listen_arg(l));
+        }
+        let _ = writeln!(out, "        {}\n    }}", answer_location(*answer));
+    }
+    out
+}
+
+fn random_policy(rng: &mut ChaCha8Rng) -> RetryPolicy {
+    use Condition::*;
+    let next_upstream = if rng.random_range(0..10) == 0 {
+        NextUpstream::OFF
+    } else {
+        let odds = [
+            (Error, 85),
+            (Timeout, 70),
+            (InvalidHeader, 50),
+            (NonIdempotent, 40),
+            (Http500, 35),
+            (Http502, 35),
+            (Http503, 35),
+            (Http504, 35),
+            (Http403, 35),
+            (Http404, 35),
+            (Http429, 35),
+        ];
+        let set: NextUpstream =
+            odds.into_iter().filter(|&(_, pct)| rng.random_range(0..100) < pct).map(|(c, _)| c).collect();
+        // An empty set cannot be written: `proxy_next_upstream` needs a word.
+        if set == NextUpstream::EMPTY { NextUpstream::OFF } else { set }
+    };
+    let tries = [0, 0, 0, 1, 2, 3, 5][rng.random_range(0..7)];
+    RetryPolicy { next_upstream, tries, timeout_ms: 0 }
+}
+
+/// The `listen` argument of a listener (as the echo listeners are rendered).
+pub fn listen_arg(l: &Listen) -> String {
+    match l {
+        Listen::Tcp(a) => token(&a.to_string()),
+        Listen::Unix(p) => token(&format!("unix:{p}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::site::topology::{Capabilities, TopologyOptions};
+
+    #[test]
+    fn random_failures_are_reproducible_and_stall_only_where_they_cost_one_wait() {
+        let caps = Capabilities { ipv6: false, port80: false, hostnames: false, unix_dir: None };
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            let t = Topology::random(seed, &TopologyOptions::default(), &caps);
+            let f = Failures::random(&t, seed);
+            assert_eq!(f, Failures::random(&t, seed));
+            assert!(f.answers.values().filter(|a| **a == Answer::Stall).count() <= 2);
+            for (server, a) in &f.answers {
+                let lines: Vec<_> = t.lines.iter().filter(|l| &l.server == server).collect();
+                assert!(lines.iter().all(|l| !l.dead), "{server}");
+                if *a == Answer::Stall {
+                    assert!(lines.iter().all(|l| l.max_fails == 1 && l.fail_timeout == 3600 && !l.backup));
+                }
+                seen.insert(*a);
+            }
+            assert_ne!(f.policy.next_upstream, NextUpstream::EMPTY);
+        }
+        assert!(seen.contains(&Answer::Stall) && seen.contains(&Answer::InvalidHeader), "{seen:?}");
+        for s in STATUSES {
+            assert!(seen.contains(&Answer::Status(s)), "{s}");
+        }
+    }
+
+    #[test]
+    fn answers_render_as_nginx_server_blocks() {
+        let groups = vec![
+            (Answer::Status(503), vec![Listen::Tcp("127.0.0.2:10001".parse().unwrap())]),
+            (Answer::InvalidHeader, vec![Listen::Unix("/tmp/a.sock".into())]),
+        ];
+        let text = render_listeners(&groups, listen_arg);
+        assert!(text.contains("listen 127.0.0.2:10001;\n        location / { return 503; }"), "{text}");
+        assert!(text.contains("listen unix:/tmp/a.sock;"), "{text}");
+        assert!(text.contains(r#"add_header X-Bad "a\rb" always;"#), "{text}");
+        assert_eq!(Kind::Status(429).to_string(), "http_429");
+    }
+}
