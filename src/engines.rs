@@ -19,6 +19,7 @@
 
 pub mod apisix;
 pub mod caddy;
+pub mod envoy;
 pub mod haproxy;
 pub mod ingress_nginx;
 pub mod resty_chash;
@@ -32,7 +33,7 @@ use std::str::FromStr;
 #[non_exhaustive]
 pub enum EngineError {
     /// An engine the project does not model.
-    #[error("unknown engine \"{0}\" (expected haproxy, caddy, ingress-nginx or apisix)")]
+    #[error("unknown engine \"{0}\" (expected haproxy, caddy, ingress-nginx, apisix or envoy)")]
     Unknown(String),
     /// An option value the engine does not have.
     #[error("{engine}: invalid {option} \"{value}\" (expected {expected})")]
@@ -67,6 +68,14 @@ pub enum EngineError {
         weight: u32,
         /// The largest weight the engine takes.
         max: u32,
+    },
+    /// A setting or a server list the engine itself refuses, in the engine's words.
+    #[error("{engine}: {message}")]
+    Refused {
+        /// The engine.
+        engine: &'static str,
+        /// Why (the engine's message where it has one).
+        message: String,
     },
     /// A server id that is 0 or used twice.
     #[error("{engine}: server {server} has id {id}, 0 or already used")]
@@ -110,6 +119,8 @@ pub enum Engine {
     IngressNginx,
     /// APISIX's `chash` (`apisix`).
     Apisix,
+    /// Envoy's `RING_HASH` or `MAGLEV` (`envoy`, `envoy:maglev`).
+    Envoy(envoy::Policy),
 }
 
 impl Engine {
@@ -120,6 +131,7 @@ impl Engine {
             Engine::Caddy(_) => "caddy",
             Engine::IngressNginx => "ingress-nginx",
             Engine::Apisix => "apisix",
+            Engine::Envoy(_) => "envoy",
         }
     }
 
@@ -137,6 +149,12 @@ impl Engine {
                 "kubernetes/ingress-nginx controller-v1.15.1 balancer/chash.lua on lua-resty-balancer chash"
             }
             Engine::Apisix => "apache/apisix 3.18.0 apisix/balancer/chash.lua on lua-resty-balancer chash",
+            Engine::Envoy(envoy::Policy::RingHash { .. }) => {
+                "envoyproxy/envoy 1.36 ring_hash/ring_hash_lb.cc, key hashed with xxHash64 as a header hash policy does"
+            }
+            Engine::Envoy(envoy::Policy::Maglev { .. }) => {
+                "envoyproxy/envoy 1.36 maglev/maglev_lb.cc, key hashed with xxHash64 as a header hash policy does"
+            }
         }
     }
 
@@ -165,6 +183,12 @@ impl Engine {
                 let nodes: Vec<(&str, u32)> =
                     names.iter().map(String::as_str).zip(backends.iter().map(|b| b.weight)).collect();
                 Model::Ring(apisix::ring(&nodes))
+            }
+            Engine::Envoy(policy) => {
+                let keys: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+                let hosts: Vec<(&[u8], u32)> =
+                    keys.iter().map(String::as_bytes).zip(backends.iter().map(|b| b.weight)).collect();
+                Model::Envoy(policy.build(&hosts)?)
             }
         })
     }
@@ -198,6 +222,7 @@ impl fmt::Display for Engine {
             }
             Engine::Caddy(r) => write!(f, "caddy@{r}"),
             Engine::IngressNginx | Engine::Apisix => f.write_str(self.name()),
+            Engine::Envoy(p) => p.fmt(f),
         }
     }
 }
@@ -262,6 +287,11 @@ impl FromStr for Engine {
                 no_options("apisix")?;
                 Ok(Engine::Apisix)
             }
+            "envoy" => {
+                no_release("envoy")?;
+                let opts = s.split_once(':').map_or("", |(_, o)| o);
+                Ok(Engine::Envoy(opts.parse()?))
+            }
             _ => Err(EngineError::Unknown(name.to_string())),
         }
     }
@@ -292,6 +322,8 @@ pub enum Model {
     Caddy(caddy::Pool),
     /// A `resty.chash` ring (ingress-nginx, APISIX).
     Ring(resty_chash::Ring),
+    /// An Envoy ring or Maglev table.
+    Envoy(envoy::Balancer),
 }
 
 impl Model {
@@ -301,6 +333,7 @@ impl Model {
             Model::HaProxy(b) => b.pick(key),
             Model::Caddy(p) => p.pick(key),
             Model::Ring(r) => (!r.is_empty()).then(|| r.pick(key)),
+            Model::Envoy(b) => b.pick(key),
         }
     }
 
@@ -309,7 +342,7 @@ impl Model {
     pub fn crc32_segments(&self) -> Option<Vec<(u32, usize)>> {
         match self {
             Model::HaProxy(b) => b.crc32_segments(),
-            Model::Caddy(_) => None,
+            Model::Caddy(_) | Model::Envoy(_) => None,
             Model::Ring(r) => (!r.is_empty()).then(|| r.crc32_segments()),
         }
     }
@@ -338,6 +371,9 @@ mod tests {
             "caddy@2.6.2",
             "ingress-nginx",
             "apisix",
+            "envoy",
+            "envoy:maglev",
+            "envoy:murmur2,min-ring-size=4096",
         ] {
             let e: Engine = s.parse().unwrap();
             assert_eq!(e.to_string().parse::<Engine>().unwrap(), e, "{s}");
@@ -350,7 +386,7 @@ mod tests {
             "haproxy: invalid hash function \"md5\" (expected sdbm, djb2, wt6, crc32 or none)"
         );
         assert_eq!(err("haproxy@1.8"), "haproxy: invalid release \"1.8\" (expected 2.2.9, 2.6.12, 3.0.11 or 3.2.26)");
-        assert_eq!(err("envoy"), "unknown engine \"envoy\" (expected haproxy, caddy, ingress-nginx or apisix)");
+        assert_eq!(err("nginx"), "unknown engine \"nginx\" (expected haproxy, caddy, ingress-nginx, apisix or envoy)");
         assert_eq!(err("caddy:ip_hash"), "caddy: invalid option \"ip_hash\" (expected none)");
     }
 
