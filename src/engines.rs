@@ -22,7 +22,9 @@ pub mod caddy;
 pub mod envoy;
 pub mod haproxy;
 pub mod ingress_nginx;
+pub mod kong;
 pub mod resty_chash;
+pub mod traefik;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -33,7 +35,7 @@ use std::str::FromStr;
 #[non_exhaustive]
 pub enum EngineError {
     /// An engine the project does not model.
-    #[error("unknown engine \"{0}\" (expected haproxy, caddy, ingress-nginx, apisix or envoy)")]
+    #[error("unknown engine \"{0}\" (expected haproxy, caddy, ingress-nginx, apisix, envoy, kong or traefik)")]
     Unknown(String),
     /// An option value the engine does not have.
     #[error("{engine}: invalid {option} \"{value}\" (expected {expected})")]
@@ -121,6 +123,13 @@ pub enum Engine {
     Apisix,
     /// Envoy's `RING_HASH` or `MAGLEV` (`envoy`, `envoy:maglev`).
     Envoy(envoy::Policy),
+    /// Kong's `consistent-hashing` over a wheel of `slots` (`kong`, `kong:slots=N`).
+    Kong {
+        /// The upstream's `slots`.
+        slots: u64,
+    },
+    /// Traefik's `hrw` (`traefik`).
+    Traefik,
 }
 
 impl Engine {
@@ -132,6 +141,8 @@ impl Engine {
             Engine::IngressNginx => "ingress-nginx",
             Engine::Apisix => "apisix",
             Engine::Envoy(_) => "envoy",
+            Engine::Kong { .. } => "kong",
+            Engine::Traefik => "traefik",
         }
     }
 
@@ -154,6 +165,10 @@ impl Engine {
             }
             Engine::Envoy(envoy::Policy::Maglev { .. }) => {
                 "envoyproxy/envoy 1.36 maglev/maglev_lb.cc, key hashed with xxHash64 as a header hash policy does"
+            }
+            Engine::Kong { .. } => "Kong/kong 3.9.3 kong/runloop/balancer/consistent_hashing.lua on luaxxhash 1.0.0",
+            Engine::Traefik => {
+                "traefik/traefik v3.7.9 pkg/server/service/loadbalancer/hrw/hrw.go, servers named http://ip:port"
             }
         }
     }
@@ -190,6 +205,14 @@ impl Engine {
                     keys.iter().map(String::as_bytes).zip(backends.iter().map(|b| b.weight)).collect();
                 Model::Envoy(policy.build(&hosts)?)
             }
+            Engine::Kong { slots } => {
+                let targets: Vec<kong::Target> =
+                    backends.iter().map(|b| kong::Target::ip(b.addr.ip(), b.addr.port(), b.weight)).collect();
+                Model::Kong(kong::Wheel::new(*slots, &targets)?)
+            }
+            Engine::Traefik => {
+                Model::Traefik(traefik::Pool::new(backends.iter().map(|b| (traefik::Pool::url(&b.addr), b.weight))))
+            }
         })
     }
 }
@@ -223,6 +246,9 @@ impl fmt::Display for Engine {
             Engine::Caddy(r) => write!(f, "caddy@{r}"),
             Engine::IngressNginx | Engine::Apisix => f.write_str(self.name()),
             Engine::Envoy(p) => p.fmt(f),
+            Engine::Kong { slots } if *slots == kong::DEFAULT_SLOTS => f.write_str("kong"),
+            Engine::Kong { slots } => write!(f, "kong:slots={slots}"),
+            Engine::Traefik => f.write_str("traefik"),
         }
     }
 }
@@ -292,6 +318,29 @@ impl FromStr for Engine {
                 let opts = s.split_once(':').map_or("", |(_, o)| o);
                 Ok(Engine::Envoy(opts.parse()?))
             }
+            "kong" => {
+                no_release("kong")?;
+                let mut slots = kong::DEFAULT_SLOTS;
+                for opt in &opts {
+                    let bad = || EngineError::Option {
+                        engine: "kong",
+                        option: "option",
+                        value: opt.to_string(),
+                        expected: "slots=N (10 to 65536)",
+                    };
+                    let n = opt.strip_prefix("slots=").ok_or_else(bad)?;
+                    slots = n.parse().map_err(|_| bad())?;
+                    if !(10..=kong::MAX_SLOTS).contains(&slots) {
+                        return Err(bad());
+                    }
+                }
+                Ok(Engine::Kong { slots })
+            }
+            "traefik" => {
+                no_release("traefik")?;
+                no_options("traefik")?;
+                Ok(Engine::Traefik)
+            }
             _ => Err(EngineError::Unknown(name.to_string())),
         }
     }
@@ -324,6 +373,10 @@ pub enum Model {
     Ring(resty_chash::Ring),
     /// An Envoy ring or Maglev table.
     Envoy(envoy::Balancer),
+    /// A Kong wheel.
+    Kong(kong::Wheel),
+    /// A Traefik `hrw` pool.
+    Traefik(traefik::Pool),
 }
 
 impl Model {
@@ -334,6 +387,8 @@ impl Model {
             Model::Caddy(p) => p.pick(key),
             Model::Ring(r) => (!r.is_empty()).then(|| r.pick(key)),
             Model::Envoy(b) => b.pick(key),
+            Model::Kong(w) => w.pick(key),
+            Model::Traefik(p) => p.pick(key),
         }
     }
 
@@ -342,7 +397,7 @@ impl Model {
     pub fn crc32_segments(&self) -> Option<Vec<(u32, usize)>> {
         match self {
             Model::HaProxy(b) => b.crc32_segments(),
-            Model::Caddy(_) | Model::Envoy(_) => None,
+            Model::Caddy(_) | Model::Envoy(_) | Model::Kong(_) | Model::Traefik(_) => None,
             Model::Ring(r) => (!r.is_empty()).then(|| r.crc32_segments()),
         }
     }
@@ -374,6 +429,9 @@ mod tests {
             "envoy",
             "envoy:maglev",
             "envoy:murmur2,min-ring-size=4096",
+            "kong",
+            "kong:slots=1000",
+            "traefik",
         ] {
             let e: Engine = s.parse().unwrap();
             assert_eq!(e.to_string().parse::<Engine>().unwrap(), e, "{s}");
@@ -386,7 +444,10 @@ mod tests {
             "haproxy: invalid hash function \"md5\" (expected sdbm, djb2, wt6, crc32 or none)"
         );
         assert_eq!(err("haproxy@1.8"), "haproxy: invalid release \"1.8\" (expected 2.2.9, 2.6.12, 3.0.11 or 3.2.26)");
-        assert_eq!(err("nginx"), "unknown engine \"nginx\" (expected haproxy, caddy, ingress-nginx, apisix or envoy)");
+        assert_eq!(
+            err("nginx"),
+            "unknown engine \"nginx\" (expected haproxy, caddy, ingress-nginx, apisix, envoy, kong or traefik)"
+        );
         assert_eq!(err("caddy:ip_hash"), "caddy: invalid option \"ip_hash\" (expected none)");
     }
 
