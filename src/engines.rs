@@ -8,14 +8,19 @@
 //! * [`caddy`]: the hashing `lb_policy`s, rendezvous over FNV-1a 32 (2.6.2) or xxHash64 (2.8 on).
 //! * [`resty_chash`]: the `resty.chash` ring, under [`ingress_nginx`] (`upstream-hash-by`, and its
 //!   subsets) and [`apisix`] (`chash`).
+//! * [`envoy`]: `RING_HASH` (xxHash64 or MurmurHash2 ring scaled between its minimum and maximum size) and
+//!   `MAGLEV` (a 65537-slot table), Envoy 1.36.
+//! * [`kong`]: Kong 3.9.3's `consistent-hashing` wheel (luaxxhash's xxHash32 over `slots`).
+//! * [`traefik`]: Traefik v3.7.9's `hrw` (rendezvous over FNV-1a 64).
 //!
 //! [`Engine`] names an engine with its settings (`haproxy@3.0.11:crc32`), [`Engine::model`] builds its
 //! [`Model`] over a list of [`Backend`]s, and [`Model::pick`] answers a key. The agreement with nginx is
 //! `analysis::compare::Comparison::against_engine`: exact over 2³² CRC-32 values where the engine's pick
 //! is a function of the key's CRC-32 on intervals ([`Model::crc32_segments`]), sampled otherwise.
 //!
-//! HAProxy and Caddy are proven against the real engines (`tests/engines_live.rs`); ingress-nginx and
-//! APISIX are modelled from source and not proven live.
+//! HAProxy and Caddy are proven against the real engines (`tests/engines_live.rs`); ingress-nginx,
+//! APISIX, Envoy, Kong and Traefik are modelled from source (and, where they have them, the engines' own
+//! unit-test vectors) and not proven live.
 
 pub mod apisix;
 pub mod caddy;

@@ -53,6 +53,7 @@ fn outputs() -> Vec<(String, Value)> {
     one(&["compare", "--config", a, "--against", "md5-vnodes", "--samples", "2000", "--keys", keys]);
     one(&["compare", "--config", a, "--against", "haproxy@3.0.11:crc32", "--samples", "2000"]);
     one(&["compare", "--config", a, "--against", "apisix"]);
+    one(&["compare", "--config", a, "--against", "envoy:maglev", "--samples", "2000"]);
     for c in [a, p] {
         let text = stdout(&["route", "--config", c, "--failed", "127.0.0.1:9003"], b"k0\n\n\xff\xfe\nk4\n");
         for line in text.lines() {
