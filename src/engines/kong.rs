@@ -13,9 +13,10 @@
 //!   as the code writes it (`local port = ":" .. port`, then `ip .. ":" .. port`). A slot already taken
 //!   is a collision: the address tries one more `i`. More tries than `points` leaves the wheel as it was
 //!   (empty for a new balancer) with a critical log line.
-//! * **Hash** (`luaxxhash` 1.0.0, szensk/luaxxhash `luaxxhash.lua`): xxHash32 with seed 0 whose result
-//!   is a *signed* 32-bit LuaJIT number (`bit.bxor`), so `%` is Lua's floored modulo of a possibly
-//!   negative value: `slot = (h as i32).rem_euclid(points) + 1`.
+//! * **Hash** (`luaxxhash >= 1.0` in Kong's rockspec; szensk/luaxxhash tag 1.0.0, `luaxxhash.lua`,
+//!   `xxhash32(data, len, seed)`): xxHash32 with seed 0, returned as an *unsigned* number since commit
+//!   a52780f ("clamped return value to uint32t"; earlier versions returned LuaJIT's signed `bit.bxor`
+//!   result, and Lua's floored `%` of a negative value would pick other slots). So `slot = h % points + 1`.
 //! * **Lookup** (`getPeer`): `xxhash32(tostring(value)) % points + 1`, then the first slot holding an
 //!   address (available and not disabled), walking *down* from there and wrapping from 1 to `points`.
 //!
@@ -54,14 +55,14 @@ impl Target {
     }
 }
 
-/// luaxxhash's `xxhash32(data, 0)` as LuaJIT sees it: a signed 32-bit number.
-pub fn luaxxhash(data: &[u8]) -> i32 {
-    twox_hash::XxHash32::oneshot(0, data) as i32
+/// luaxxhash 1.0.0's `xxhash32(data)`: xxHash32, seed 0, as an unsigned number.
+pub fn luaxxhash(data: &[u8]) -> u32 {
+    twox_hash::XxHash32::oneshot(0, data)
 }
 
-/// `get_continuum_index`: `xxhash32(value) % points + 1` with Lua's floored `%`.
+/// `get_continuum_index`: `xxhash32(value) % points + 1`.
 pub fn continuum_index(value: &[u8], points: u64) -> u64 {
-    i64::from(luaxxhash(value)).rem_euclid(points as i64) as u64 + 1
+    u64::from(luaxxhash(value)) % points + 1
 }
 
 /// A consistent-hashing wheel.
@@ -182,26 +183,28 @@ impl Wheel {
 mod tests {
     use super::*;
 
-    /// szensk/luaxxhash `test.lua` (the library Kong's rockspec requires): its expected values, signed
-    /// as LuaJIT returns them. ("sherlock.txt" is left out: not in the repository.)
+    /// szensk/luaxxhash `test.lua` at tag 1.0.0 (the library Kong's rockspec requires): its expected
+    /// values, unsigned. ("sherlock.txt" is left out: not in the repository; the seeded `abc` case uses a
+    /// seed Kong never passes.)
     #[test]
     fn luaxxhash_matches_its_own_test() {
         let a = "a";
         let cats = "Cats are interesting.";
-        let cases: [(String, i32); 9] = [
-            (a.repeat(4), -631806169),
-            (a.repeat(16), 1571609996),
-            (a.repeat(32), -1557966914),
-            (a.repeat(32) + a + &a.repeat(4), 1065833563),
-            (cats.repeat(256), -237286296),
-            (String::new(), 46947589),
+        let cases: [(String, u32); 9] = [
+            (a.repeat(4), 0xDA576727),
+            (a.repeat(16), 0x5DACDD8C),
+            (a.repeat(32), 0xA3234FBE),
+            (a.repeat(32) + a + &a.repeat(4), 0x3F87545B),
+            (cats.repeat(256), 0xF1DB4C68),
+            (String::new(), 0x02CC5D05),
             ("dupa".into(), 0x1A47C09D),
-            (cats.into(), 1710037756),
-            (a.into(), 1426945110),
+            (cats.into(), 0x65ED1AFC),
+            (a.into(), 0x550D7456),
         ];
         for (s, h) in cases {
             assert_eq!(luaxxhash(s.as_bytes()), h, "{s:.20}");
         }
+        assert_eq!(twox_hash::XxHash32::oneshot(0x5BD1E995, b"abc"), 0xBDDEB201);
     }
 
     fn addr(ip: &str, port: u16, w: u32) -> (String, u16, u32) {
@@ -262,6 +265,79 @@ mod tests {
             counts[w.pick(n.to_string().as_bytes()).unwrap()] += 1;
         }
         assert!((901..1100).contains(&counts[0]) && (451..550).contains(&counts[1]), "{counts:?}");
+    }
+
+    /// Kong's "evaluate the change in the continuum": targets 10.0.0.1:1 … 10.0.0.5:5 (weight 100), wheel
+    /// 5000, keys 1 … 10000.
+    fn continuum_change() -> (usize, usize, usize) {
+        let wheel = |n: u8| {
+            let targets: Vec<Target> =
+                (1..=n).map(|i| Target::ip(format!("10.0.0.{i}").parse().unwrap(), u16::from(i), 100)).collect();
+            let w = Wheel::new(5000, &targets).unwrap();
+            (1..=10_000).map(|k: u32| w.pick(k.to_string().as_bytes()).unwrap()).collect::<Vec<_>>()
+        };
+        let (five, six, eight) = (wheel(5), wheel(6), wheel(8));
+        let moved = |a: &[usize], b: &[usize]| a.iter().zip(b).filter(|(x, y)| x != y).count();
+        (moved(&five, &six), moved(&five, &eight), moved(&six, &eight))
+    }
+
+    /// Its bounds: adding 10.0.0.6:6 moves under 20% of the keys; adding :7 and :8 as well, under 40% from
+    /// the first wheel and under 25% from the second (the model: 1702, 3774 and 2429 of 10000).
+    #[test]
+    fn continuum_changes_within_kongs_spec_bounds() {
+        let (five_six, five_eight, six_eight) = continuum_change();
+        assert!(five_six < 2000 && five_eight < 4000 && six_eight < 2500, "{five_six} {five_eight} {six_eight}");
+    }
+
+    /// One changed rule fails that spec: walking *up* from the key's slot moves 2524 keys from six targets
+    /// to eight.
+    #[test]
+    fn walking_up_fails_kongs_spec() {
+        let picks = |n: u8| {
+            let targets: Vec<Target> =
+                (1..=n).map(|i| Target::ip(format!("10.0.0.{i}").parse().unwrap(), u16::from(i), 100)).collect();
+            let w = Wheel::new(5000, &targets).unwrap();
+            (1..=10_000u32)
+                .map(|k| {
+                    let s = continuum_index(k.to_string().as_bytes(), 5000) as usize - 1;
+                    (0..5000).map(|d| (s + d) % 5000).find_map(|x| w.slots[x]).unwrap()
+                })
+                .collect::<Vec<_>>()
+        };
+        let (six, eight) = (picks(6), picks(8));
+        assert!(six.iter().zip(&eight).filter(|(a, b)| a != b).count() >= 2500);
+    }
+
+    /// One changed rule fails that spec: the signed hash of luaxxhash before 1.0.0 (Lua's floored `%` of
+    /// a negative number) moves 2623 keys from six targets to eight, over the spec's 2500.
+    #[test]
+    fn the_signed_hash_of_older_luaxxhash_fails_kongs_spec() {
+        let wheel = |n: u8| {
+            let mut w = vec![None; 5000];
+            for t in 1..=n {
+                let mut entries = ((100.0 / (100.0 * f64::from(n))) * f64::from(n) * SERVER_POINTS).floor() as u64;
+                let mut i = 1;
+                while i <= entries {
+                    let h = luaxxhash(format!("10.0.0.{t}::{t} {i}").as_bytes()) as i32;
+                    let slot = i64::from(h).rem_euclid(5000) as usize;
+                    if w[slot].is_none() {
+                        w[slot] = Some(t);
+                    } else {
+                        entries += 1;
+                    }
+                    i += 1;
+                }
+            }
+            (1..=10_000u32)
+                .map(|k| {
+                    let s = i64::from(luaxxhash(k.to_string().as_bytes()) as i32).rem_euclid(5000) as usize;
+                    (0..5000).map(|d| (s + 5000 - d) % 5000).find_map(|x| w[x]).unwrap()
+                })
+                .collect::<Vec<_>>()
+        };
+        let (six, eight) = (wheel(6), wheel(8));
+        let moved = six.iter().zip(&eight).filter(|(a, b)| a != b).count();
+        assert!(moved >= 2500, "{moved}");
     }
 
     #[test]
