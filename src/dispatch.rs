@@ -28,7 +28,7 @@
 
 use crate::config::expression::Expression;
 use crate::config::hostnames::{self, NamePattern};
-use crate::config::sites::{Handler, LocationBlock, Match, Site};
+use crate::config::sites::{Handler, LocationBlock, Match, Rewrite, Site};
 use crate::config::{Balancer, Config, Context as UpstreamContext};
 use crate::key::{self, KeyError};
 use crate::request::{BadRequest, Request};
@@ -100,12 +100,23 @@ pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, Dispatch
         Some(host) => by_name(&candidates, host)?.unwrap_or(default),
         None => default,
     };
-    if let Some(status) = site.server_return {
+    let hostname = key::local_hostname();
+    let set_variables: Vec<String> = config.sites().iter().flat_map(set_names).collect();
+    let ctx = key::Context {
+        maps: config.maps(),
+        set_variables: &set_variables,
+        ..key::Context::new(rules, site.server_name(), &hostname)
+    };
+    let mut eval = key::Evaluation::new(&parsed, &ctx);
+    // NGX_HTTP_SERVER_REWRITE_PHASE, then the location's NGX_HTTP_REWRITE_PHASE.
+    if let Some(status) = rewrite(&site.rewrites, &mut eval)? {
         return Ok(Dispatch::Return { status });
     }
     let Some(location) = find_location(&site.locations, parsed.uri())? else { return Ok(Dispatch::NoLocation) };
+    if let Some(status) = rewrite(&location.rewrites, &mut eval)? {
+        return Ok(Dispatch::Return { status });
+    }
     let url = match &location.handler {
-        Handler::Return(status) => return Ok(Dispatch::Return { status: *status }),
         Handler::Other => return Ok(Dispatch::NoProxy),
         Handler::ProxyPass(url) => url,
     };
@@ -127,10 +138,92 @@ pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, Dispatch
         return Ok(Dispatch::NotHash { upstream: up.name.clone() });
     };
     let expr = Expression::parse(expr.as_bytes()).map_err(|e| DispatchError::Unmodelled(e.to_string()))?;
-    let hostname = key::local_hostname();
-    let ctx = key::Context { maps: config.maps(), ..key::Context::new(rules, site.server_name(), &hostname) };
-    let key = key::evaluate(&expr, &parsed, &ctx)?;
+    let key = eval.evaluate(&expr)?;
     Ok(Dispatch::Hash { upstream: up.name.clone(), key })
+}
+
+/// The built-in variables a key expression reads in `config`: its own, and through the `map` blocks and
+/// `set` values it reads, transitively (what a request must carry for its key to be computed).
+pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
+    fn sets<'a>(rewrites: &'a [Rewrite], locations: &'a [LocationBlock], out: &mut Vec<(&'a str, &'a [u8])>) {
+        for r in rewrites {
+            if let Rewrite::Set { variable, value } = r {
+                out.push((variable, value));
+            }
+        }
+        for l in locations {
+            sets(&l.rewrites, &l.nested, out);
+        }
+    }
+    let mut set_values = Vec::new();
+    for site in config.sites() {
+        sets(&site.rewrites, &site.locations, &mut set_values);
+    }
+    let maps = config.maps();
+    let (mut seen, mut out) = (Vec::<String>::new(), Vec::new());
+    let mut todo: Vec<String> = expr.variables().map(str::to_string).collect();
+    while let Some(v) = todo.pop() {
+        if seen.contains(&v) {
+            continue;
+        }
+        seen.push(v.clone());
+        let mut derived = false;
+        if let Some(m) = maps.iter().rev().find(|m| m.variable == v) {
+            let values = m.keys.iter().map(|(_, e)| e).chain(m.default.as_ref());
+            todo.extend(m.source.variables().chain(values.flat_map(|e| e.variables())).map(str::to_string));
+            derived = true;
+        }
+        for (_, value) in set_values.iter().filter(|(n, _)| *n == v) {
+            if let Ok(e) = Expression::parse(value) {
+                todo.extend(e.variables().map(str::to_string));
+            }
+            derived = true;
+        }
+        if !derived {
+            out.push(v);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every variable a `set` in the server or its locations defines.
+fn set_names(site: &Site) -> Vec<String> {
+    fn walk(rewrites: &[Rewrite], locations: &[LocationBlock], out: &mut Vec<String>) {
+        out.extend(rewrites.iter().filter_map(|r| match r {
+            Rewrite::Set { variable, .. } => Some(variable.clone()),
+            _ => None,
+        }));
+        for l in locations {
+            walk(&l.rewrites, &l.nested, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&site.rewrites, &site.locations, &mut out);
+    out
+}
+
+/// Runs one block's rewrite directives in order (`ngx_http_rewrite_handler`): `set` assigns, `return`
+/// answers (its status), `break` stops; `rewrite` and `if` are refused by name.
+fn rewrite(rewrites: &[Rewrite], eval: &mut key::Evaluation<'_, '_>) -> Result<Option<u16>, DispatchError> {
+    for r in rewrites {
+        match r {
+            Rewrite::Set { variable, value } => {
+                if key::Variable::http(variable).is_ok() {
+                    return Err(DispatchError::Unmodelled(format!("set of the built-in variable \"${variable}\"")));
+                }
+                let expr = Expression::parse(value).map_err(|e| DispatchError::Unmodelled(e.to_string()))?;
+                let v = eval.evaluate(&expr)?;
+                eval.set(variable, v);
+            }
+            Rewrite::Return(status) => return Ok(Some(*status)),
+            Rewrite::Break => break,
+            Rewrite::Unmodelled { directive, at } => {
+                return Err(DispatchError::Unmodelled(format!("\"{directive}\" at {at} on the request's path")));
+            }
+        }
+    }
+    Ok(None)
 }
 
 fn strip_scheme(url: &[u8]) -> &[u8] {
@@ -228,5 +321,28 @@ fn prefix_len(l: &LocationBlock) -> usize {
     match &l.matcher {
         Match::Prefix(p) | Match::PrefixNoRegex(p) => p.len(),
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LoadOptions;
+
+    fn refusal(server_body: &str) -> String {
+        let text = format!(
+            "upstream u {{ hash $uri consistent; server 10.0.0.1; }}\nserver {{ listen 80; {server_body} location / {{ proxy_pass http://u; }} }}"
+        );
+        let conf = Config::parse_str(&text, "x.conf", &LoadOptions { resolve: false, ..LoadOptions::fragment() })
+            .expect("the configuration reads");
+        let req = Request::builder("GET", "/").header("Host", "x").build();
+        dispatch(&conf, &req).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn rewrite_directives_not_modelled_are_refused_by_name() {
+        assert_eq!(refusal("if ($arg_a) { set $v 1; }"), "not modelled: \"if\" at x.conf:2 on the request's path");
+        assert_eq!(refusal("rewrite ^ /b;"), "not modelled: \"rewrite\" at x.conf:2 on the request's path");
+        assert_eq!(refusal("set $args a=1;"), "not modelled: set of the built-in variable \"$args\"");
     }
 }

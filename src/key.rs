@@ -227,12 +227,23 @@ pub struct Context<'a> {
     /// The configuration's `map` blocks ([`crate::config::Config::maps`]); the last one defining a
     /// variable is the one nginx uses.
     pub maps: &'a [Map],
+    /// Variables the configuration's `set` directives define: empty until a `set` on the request's path
+    /// gives them a value (`ngx_http_rewrite_var`: "using uninitialized variable").
+    pub set_variables: &'a [String],
 }
 
 impl<'a> Context<'a> {
     /// A context with no captures and no defined variables.
     pub fn new(rules: KeyRules, server_name: &'a [u8], hostname: &'a [u8]) -> Context<'a> {
-        Context { rules, server_name, hostname, captures: Vec::new(), defined: Vec::new(), maps: &[] }
+        Context {
+            rules,
+            server_name,
+            hostname,
+            captures: Vec::new(),
+            defined: Vec::new(),
+            maps: &[],
+            set_variables: &[],
+        }
     }
 }
 
@@ -243,21 +254,45 @@ impl<'a> Context<'a> {
 /// [`KeyError`]: a variable not modelled, a capture not set, or a `map` that would need a regular
 /// expression.
 pub fn evaluate(expr: &Expression, request: &Parsed<'_>, ctx: &Context<'_>) -> Result<Vec<u8>, KeyError> {
-    let mut eval = Eval { request, ctx, cache: Vec::new() };
-    let mut out = Vec::new();
-    eval.complex(expr, MAX_VARIABLE_DEPTH, &mut out)?;
-    Ok(out)
+    Evaluation::new(request, ctx).evaluate(expr)
 }
 
-/// One request's variable values as nginx keeps them (`r->variables`): a value, once computed, is reused
-/// by later reads unless the variable is not cacheable.
-struct Eval<'e, 'r> {
+/// One request's variables as nginx keeps them (`r->variables`): a value, once computed (or `set`), is
+/// reused by later reads unless the variable is not cacheable. [`evaluate`] is one expression on a fresh
+/// request; the rewrite directives of a request's server and location ([`Evaluation::set`]) and then its
+/// key share one.
+#[derive(Debug)]
+pub struct Evaluation<'e, 'r> {
     request: &'e Parsed<'r>,
     ctx: &'e Context<'e>,
     cache: Vec<(String, Vec<u8>)>,
 }
 
-impl<'e> Eval<'e, '_> {
+impl<'e, 'r> Evaluation<'e, 'r> {
+    /// A request with nothing computed yet.
+    pub fn new(request: &'e Parsed<'r>, ctx: &'e Context<'e>) -> Evaluation<'e, 'r> {
+        Evaluation { request, ctx, cache: Vec::new() }
+    }
+
+    /// The bytes of `expr` (`ngx_http_complex_value`).
+    ///
+    /// # Errors
+    ///
+    /// As [`evaluate`].
+    pub fn evaluate(&mut self, expr: &Expression) -> Result<Vec<u8>, KeyError> {
+        let mut out = Vec::new();
+        self.complex(expr, MAX_VARIABLE_DEPTH, &mut out)?;
+        Ok(out)
+    }
+
+    /// `set $name value` (`ngx_http_script_set_var_code`): later reads of `name` give `value`.
+    pub fn set(&mut self, name: &str, value: Vec<u8>) {
+        self.cache.retain(|(n, _)| n != name);
+        self.cache.push((name.to_string(), value));
+    }
+}
+
+impl<'e> Evaluation<'e, '_> {
     /// `ngx_http_complex_value` (src/http/ngx_http_script.c): the expression's non-cacheable variables
     /// are flushed, then each part appended; `depth` is how many variable reads may still nest.
     fn complex(&mut self, expr: &Expression, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
@@ -296,13 +331,14 @@ impl<'e> Eval<'e, '_> {
         if let Some((_, v)) = self.ctx.defined.iter().find(|(n, _)| n == name) {
             return Ok(v.clone());
         }
-        let builtin = match self.map(name) {
-            Some(_) => None,
-            None => Some(Variable::http(name)?),
-        };
         if let Some((_, v)) = self.cache.iter().find(|(n, _)| n == name) {
             return Ok(v.clone());
         }
+        let builtin = match self.map(name) {
+            Some(_) => None,
+            None if self.ctx.set_variables.iter().any(|v| v == name) => return Ok(Vec::new()),
+            None => Some(Variable::http(name)?),
+        };
         if depth == 0 {
             return Ok(Vec::new());
         }

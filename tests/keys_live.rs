@@ -269,6 +269,7 @@ const SITES: &str = "
   upstream u_loop2 { hash $loop2|$loop1; server 127.0.0.1:1; }
   upstream u_vol { hash $vol2|$vol1|$vol2; server 127.0.0.1:1; }
   upstream u_vp { hash $vp; server 127.0.0.1:1; }
+  upstream u_set { hash $shard|$who|$tier|$tenant; server 127.0.0.1:1; }
   map $http_x_tenant $tenant { default none; alpha a-pool; Beta b-pool; \\default escaped; \"\" empty-src; }
   map $http_x_host $zone {
     *.early.test early; hostnames; default z0;
@@ -297,6 +298,13 @@ const SITES: &str = "
   server { listen 127.0.0.1:{A}; server_name map.test; location /m/ { {LOC:u_map} } location /loop/ { {LOC:u_loop} }
     location /loop2/ { {LOC:u_loop2} } location /vol/ { {LOC:u_vol} }
     location /vp/ { {LOC:u_vp} } }
+  server { listen 127.0.0.1:{A}; server_name set.test;
+    set $tier gold; set $who $tier-$http_x_user; break; set $tier silver;
+    location /s/ { set $shard $arg_s:$who; set $tenant $shard+$tenant; {LOC:u_set} }
+    location /r/ { set $shard one; return 204; {LOC:u_set} }
+    location /u/ { {LOC:u_set} }
+    location /n/ { location /n/x/ { {LOC:u_set} } set $shard outer; {LOC:u_set} }
+  }
   server { listen 127.0.0.1:{B}; server_name b.test; merge_slashes off; location /a/ { {LOC:u_b} } }
 ";
 
@@ -394,6 +402,11 @@ fn dispatch_matches_live_nginx() {
         (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Host: *.early.test\r\n"),
         (true, "GET /m/y HTTP/1.1\r\nHost: map.test\r\nX-Host: a.early.test\r\n"),
         (true, "GET /loop/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),
+        (true, "GET /s/a?s=7 HTTP/1.1\r\nHost: set.test\r\nX-User: ann\r\nX-Tenant: alpha\r\n"),
+        (true, "GET /r/ HTTP/1.1\r\nHost: set.test\r\n"),
+        (true, "GET /u/ HTTP/1.1\r\nHost: set.test\r\nX-User: bob\r\n"),
+        (true, "GET /n/x/y HTTP/1.1\r\nHost: set.test\r\n"),
+        (true, "GET /n/z HTTP/1.1\r\nHost: set.test\r\n"),
         (true, "GET /loop2/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),
         (true, "GET /vol/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),
         (true, "GET /vp/ HTTP/1.1\r\nHost: map.test\r\nX-Loop: 1\r\n"),

@@ -1,6 +1,7 @@
 //! The `server { }` blocks of `http { }` as far as they decide where a request goes (algorithm §12.7):
-//! `listen` (address, port, `default_server`), `server_name`, `merge_slashes`, and the `location` tree with
-//! each location's `proxy_pass` or `return`.
+//! `listen` (address, port, `default_server`), `server_name`, `merge_slashes`, the rewrite module's
+//! directives (`set`, `return`, `break`, algorithm §12.9) and the `location` tree with each location's
+//! `proxy_pass`.
 
 use super::error::Location;
 
@@ -24,15 +25,37 @@ pub enum Match {
     Named(Vec<u8>),
 }
 
-/// What a location does with a request, as far as this crate models it.
+/// What a location does with a request once its rewrite directives have run, as far as this crate models it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handler {
     /// `proxy_pass URL` (the URL as written).
     ProxyPass(Vec<u8>),
-    /// `return CODE [...]`.
-    Return(u16),
-    /// Neither: files, another module's content handler.
+    /// Not `proxy_pass`: files, another module's content handler.
     Other,
+}
+
+/// One directive of the rewrite module (`ngx_http_rewrite_module`), in the order written: they run in that
+/// order, the server's before the location is chosen, the location's after (algorithm §12.9).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rewrite {
+    /// `set $variable value`: the name lower-cased without `$`, the value as written.
+    Set {
+        /// The variable.
+        variable: String,
+        /// Its value, a complex value.
+        value: Vec<u8>,
+    },
+    /// `return CODE [...]` (`return URL` is 302): the request is answered.
+    Return(u16),
+    /// `break`: the rest of this block's rewrite directives are skipped.
+    Break,
+    /// `rewrite` or an `if` block: not modelled.
+    Unmodelled {
+        /// `rewrite` or `if`.
+        directive: &'static str,
+        /// Where it is.
+        at: Location,
+    },
 }
 
 /// One `location` block.
@@ -40,6 +63,8 @@ pub enum Handler {
 pub struct LocationBlock {
     /// How it matches.
     pub matcher: Match,
+    /// Its rewrite directives, in order (not inherited by nested locations).
+    pub rewrites: Vec<Rewrite>,
     /// What it does.
     pub handler: Handler,
     /// Its nested locations, in order.
@@ -68,8 +93,8 @@ pub struct Site {
     pub names: Vec<Vec<u8>>,
     /// `merge_slashes` (default on).
     pub merge_slashes: bool,
-    /// `return` at server level (runs before any location).
-    pub server_return: Option<u16>,
+    /// Its server-level rewrite directives, in order (they run before a location is chosen).
+    pub rewrites: Vec<Rewrite>,
     /// Its top-level locations, in order.
     pub locations: Vec<LocationBlock>,
     /// Where it is written.
@@ -117,7 +142,7 @@ impl Builder {
             listen: Vec::new(),
             names: Vec::new(),
             merge_slashes: true,
-            server_return: None,
+            rewrites: Vec::new(),
             locations: Vec::new(),
             at: at.clone(),
         });
@@ -155,7 +180,13 @@ impl Builder {
             }
             _ => Match::Prefix(args.get(1).cloned().unwrap_or_default()),
         };
-        self.locations.push(LocationBlock { matcher, handler: Handler::Other, nested: Vec::new(), at: at.clone() });
+        self.locations.push(LocationBlock {
+            matcher,
+            rewrites: Vec::new(),
+            handler: Handler::Other,
+            nested: Vec::new(),
+            at: at.clone(),
+        });
     }
 
     pub(crate) fn close_location(&mut self) {
@@ -170,11 +201,44 @@ impl Builder {
         }
     }
 
+    /// An `if` block in the open server or location (its contents are not read).
+    pub(crate) fn open_if(&mut self, at: &Location) {
+        self.rewrite(Rewrite::Unmodelled { directive: "if", at: at.clone() });
+    }
+
+    /// Appends a rewrite directive to the innermost open location, else the open server.
+    fn rewrite(&mut self, r: Rewrite) {
+        match (self.locations.last_mut(), &mut self.open) {
+            (Some(l), _) => l.rewrites.push(r),
+            (None, Some(site)) => site.rewrites.push(r),
+            (None, None) => {}
+        }
+    }
+
     /// A directive inside the open server or location.
-    pub(crate) fn directive(&mut self, args: &[Vec<u8>]) {
-        let Some(site) = &mut self.open else { return };
+    pub(crate) fn directive(&mut self, args: &[Vec<u8>], at: &Location) {
+        if self.open.is_none() {
+            return;
+        }
         let (name, rest) = (args[0].as_slice(), &args[1..]);
+        match name {
+            b"return" => {
+                let code = rest.first().and_then(|c| std::str::from_utf8(c).ok()?.parse().ok()).unwrap_or(302);
+                return self.rewrite(Rewrite::Return(code));
+            }
+            b"set" => {
+                if let [var, value] = rest {
+                    let variable = String::from_utf8_lossy(var.strip_prefix(b"$").unwrap_or(var)).to_ascii_lowercase();
+                    self.rewrite(Rewrite::Set { variable, value: value.clone() });
+                }
+                return;
+            }
+            b"break" => return self.rewrite(Rewrite::Break),
+            b"rewrite" => return self.rewrite(Rewrite::Unmodelled { directive: "rewrite", at: at.clone() }),
+            _ => {}
+        }
         let in_location = !self.locations.is_empty();
+        let Some(site) = &mut self.open else { return };
         match name {
             b"listen" if !in_location => {
                 if let Some(l) = parse_listen(rest) {
@@ -185,15 +249,6 @@ impl Builder {
                 site.names.extend(rest.iter().map(|n| n.to_ascii_lowercase()));
             }
             b"merge_slashes" if !in_location => site.merge_slashes = rest.first().is_some_and(|v| v == b"on"),
-            b"return" => {
-                let code = rest.first().and_then(|c| std::str::from_utf8(c).ok()?.parse().ok()).unwrap_or(302);
-                // `return` runs in the rewrite phase, before any content handler: the first one wins.
-                match self.locations.last_mut() {
-                    Some(l) if !matches!(l.handler, Handler::Return(_)) => l.handler = Handler::Return(code),
-                    Some(_) => {}
-                    None => site.server_return = site.server_return.or(Some(code)),
-                }
-            }
             b"proxy_pass" => {
                 if let (Some(l), Some(url)) = (self.locations.last_mut(), rest.first())
                     && l.handler == Handler::Other

@@ -2,6 +2,7 @@
 
 pub(crate) mod interrupt;
 pub(crate) mod own_config;
+pub(crate) mod report;
 pub(crate) mod verify;
 
 use anyhow::Result;

@@ -9,6 +9,8 @@ pub(crate) struct Schema(&'static str);
 
 /// Each line of `route`.
 pub(crate) const ROUTE: Schema = Schema("nginx-ketama/route/v1");
+/// Each line of `route --requests`/`--log`.
+pub(crate) const ROUTE_REQUEST: Schema = Schema("nginx-ketama/route-request/v1");
 /// `explain --format json`.
 pub(crate) const EXPLAIN: Schema = Schema("nginx-ketama/explain/v1");
 /// `share --format json`.
@@ -22,3 +24,6 @@ pub(crate) const COMPARE: Schema = Schema("nginx-ketama/compare/v1");
 /// Each line of `verify`'s mismatch file (`--mismatches`).
 #[cfg_attr(not(feature = "live"), allow(dead_code))]
 pub(crate) const MISMATCH: Schema = Schema("nginx-ketama/mismatch/v1");
+/// `verify --report json=FILE`.
+#[cfg_attr(not(feature = "live"), allow(dead_code))]
+pub(crate) const VERIFY: Schema = Schema("nginx-ketama/verify/v1");

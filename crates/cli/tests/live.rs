@@ -105,6 +105,12 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
     for r in &reports {
         assert!(r.arcs_proven >= 5000, "nginx {}: only {} arcs proven", r.version, r.arcs_proven);
         assert!(r.failovers >= 500 && r.round_robin >= 100 && r.stream_sessions >= 250, "{r:?}");
+        // The per-topology records (what `verify --report` lists) add up to the totals, one per topology.
+        let indexes: Vec<usize> = r.runs.iter().map(|t| t.index).collect();
+        assert_eq!(indexes, (0..options.topologies).collect::<Vec<_>>(), "nginx {}", r.version);
+        assert_eq!(r.runs.iter().map(|t| t.requests).sum::<usize>(), r.requests, "nginx {}", r.version);
+        assert_eq!(r.runs.iter().map(|t| t.arcs_proven).sum::<usize>(), r.arcs_proven, "nginx {}", r.version);
+        assert_eq!(r.runs.iter().map(|t| t.failovers).sum::<usize>(), r.failovers, "nginx {}", r.version);
     }
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {

@@ -1,7 +1,8 @@
 //! `nginx-ketama verify --config FILE [--upstream NAME]...`: the user's own upstreams, proven on every
 //! provisioned nginx with their addresses made local in a private network namespace.
 
-use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, save_findings};
+use super::report::{Case, Counts, Implementation, Outcome, Proof, Report, Suite};
+use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, refused_report, save_findings};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
 use nginx_ketama_harness::nginx::build::Build;
@@ -45,18 +46,20 @@ const TYPICAL_RATE: f64 = 20_000.0;
 /// Runs that send more requests than this are announced as long, with an estimate and how to shorten them.
 const LONG_RUN: usize = 2_000_000;
 
-/// Runs `verify --config`.
-pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
+/// Runs `verify --config`: its verdict, and its report (none for a usage error of the command line).
+pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> (Verdict, Option<Report>) {
     if args.shim.is_some() || args.only.is_some() || args.repeat > 1 {
         eprintln!(
             "nginx-ketama: --config proves this library on your upstreams; --shim, --only and --repeat do not apply"
         );
-        return Verdict::Usage;
+        return (Verdict::Usage, None);
     }
     if args.backend == BackendChoice::Docker || !args.image.is_empty() {
         eprintln!("nginx-ketama: --config runs nginx as local processes (the provisioned builds, or --nginx PATH)");
-        return Verdict::Usage;
+        return (Verdict::Usage, None);
     }
+    let proof = Proof::Config(file.to_path_buf());
+    let refused = |verdict: Verdict, cause: String| (verdict, Some(refused_report(args, proof.clone(), cause)));
     let local = VerifyArgs { backend: BackendChoice::Local, ..args.clone() };
     let installs: Vec<Installation> = match backends(&local) {
         Ok(b) => b
@@ -66,7 +69,10 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
                 Build::Docker(_) => None,
             })
             .collect(),
-        Err(refusal) => return refusal.report(),
+        Err(refusal) => {
+            let (verdict, cause) = refusal.report();
+            return refused(verdict, cause);
+        }
     };
     // Each build reads the file with its own version's rules.
     let mut choices: Vec<(Installation, Result<Choice, String>)> = Vec::new();
@@ -82,7 +88,7 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
                 eprintln!("nginx-ketama: nginx {}: {e}", install.label());
             }
         }
-        return Verdict::Usage;
+        return (Verdict::Usage, Some(config_report(args, file, &choices, &[], &[], false)));
     };
     println!(
         "config: {}: {} hash upstream{} to prove, {} skipped",
@@ -100,7 +106,7 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
              servers resolved at run time; see the skipped ones above)",
             file.display()
         );
-        return Verdict::Usage;
+        return (Verdict::Usage, Some(config_report(args, file, &choices, &[], &[], false)));
     }
     let keys: Vec<String> = first.prove.iter().map(|u| format!("{} ({})", u.key, u.name)).collect();
     println!(
@@ -111,8 +117,9 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("nginx-ketama: locating this executable (it resolves names in the namespace): {e}");
-            return Verdict::HarnessFault;
+            let cause = format!("locating this executable (it resolves names in the namespace): {e}");
+            eprintln!("nginx-ketama: {cause}");
+            return refused(Verdict::HarnessFault, cause);
         }
     };
     let upstream_refs: Vec<&own_config::ConfigUpstream> = first.prove.iter().collect();
@@ -120,12 +127,14 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
     let prover = match Prover::new(&upstream_refs, &install_refs, &exe) {
         Ok(p) => p,
         Err(e) if e.downcast_ref::<Unhostable>().is_some() => {
-            eprintln!("nginx-ketama: {} cannot be hosted: {e:#}", file.display());
-            return Verdict::Usage;
+            let cause = format!("{} cannot be hosted: {e:#}", file.display());
+            eprintln!("nginx-ketama: {cause}");
+            return refused(Verdict::Usage, cause);
         }
         Err(e) => {
-            eprintln!("nginx-ketama: preparing the namespace for {}: {e:#}", file.display());
-            return Verdict::HarnessFault;
+            let cause = format!("preparing the namespace for {}: {e:#}", file.display());
+            eprintln!("nginx-ketama: {cause}");
+            return refused(Verdict::HarnessFault, cause);
         }
     };
     print_environment(&prover);
@@ -139,6 +148,8 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
     // What will run, and how much: said before anything runs.
     let mut not_run: Vec<String> = Vec::new();
     let mut planned: Vec<(&Installation, &own_config::ConfigUpstream, usize)> = Vec::new();
+    // (build, upstream, why) of each proof that cannot run here.
+    let mut unrunnable: Vec<(String, String, String)> = Vec::new();
     let mut faults = 0;
     for (install, choice) in &choices {
         let choice = match choice {
@@ -153,6 +164,7 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
             match prover.runnable(u) {
                 Ok(()) => planned.push((install, u, own_config::requests_per_run(u, &options))),
                 Err(why) => {
+                    unrunnable.push((install.label(), u.name.clone(), why.to_string()));
                     if !not_run.iter().any(|n| n.starts_with(&format!("{}:", u.name))) {
                         not_run.push(format!("{}: {why}", u.name));
                     }
@@ -265,8 +277,90 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> Verdict {
         // --config proves the library (no shim), so there is no protocol to break.
         Verdict::Mismatches | Verdict::ProtocolFault => {}
     }
-    save_findings(args, &findings, verdict);
-    verdict
+    let written = save_findings(args, &findings, verdict);
+    (verdict, Some(config_report(args, file, &choices, &reports, &unrunnable, written)))
+}
+
+/// The report of `verify --config`: a suite per build, a case per upstream of the config (proven, not
+/// run here, or skipped as the config reader decided), or one error case for a build that rejects the
+/// config.
+fn config_report(
+    args: &VerifyArgs,
+    file: &Path,
+    choices: &[(Installation, Result<Choice, String>)],
+    reports: &[UpstreamReport],
+    unrunnable: &[(String, String, String)],
+    mismatches_written: bool,
+) -> Report {
+    let suites = choices
+        .iter()
+        .map(|(install, choice)| {
+            let build = install.label();
+            let cases = match choice {
+                Err(e) => vec![Case {
+                    name: "config".into(),
+                    detail: None,
+                    counts: Counts::default(),
+                    outcome: Outcome::Error { cause: format!("nginx {build} rejects the config: {e}"), replay: None },
+                }],
+                Ok(choice) => {
+                    let mut cases: Vec<Case> = choice
+                        .prove
+                        .iter()
+                        .map(|u| {
+                            let replay = replay_command(args, file, &u.name, install);
+                            let report = reports.iter().find(|r| r.build == build && r.upstream == u.name);
+                            let why = unrunnable.iter().find(|(b, n, _)| *b == build && *n == u.name);
+                            let (counts, outcome) = match (report, why) {
+                                (Some(r), _) => (
+                                    Counts {
+                                        requests: r.requests,
+                                        arcs_proven: r.arcs_proven,
+                                        failovers: r.failovers,
+                                        not_comparable: r.not_compared(),
+                                    },
+                                    match &r.fault {
+                                        Some(cause) => Outcome::Error { cause: cause.clone(), replay: Some(replay) },
+                                        None => Outcome::of(r.findings.iter(), replay),
+                                    },
+                                ),
+                                (None, Some((_, _, why))) => {
+                                    (Counts::default(), Outcome::Skipped { reason: format!("not run: {why}") })
+                                }
+                                (None, None) => (Counts::default(), Outcome::Skipped { reason: "not run".into() }),
+                            };
+                            let detail = report.map(|r| {
+                                format!(
+                                    "{} hash, {} servers, {} peers, {} ring points, {} runs",
+                                    r.method.as_str(),
+                                    r.servers,
+                                    r.peers,
+                                    r.points,
+                                    r.runs
+                                )
+                            });
+                            Case { name: u.name.clone(), detail, counts, outcome }
+                        })
+                        .collect();
+                    cases.extend(choice.skipped.iter().map(|s| Case {
+                        name: s.name.clone(),
+                        detail: None,
+                        counts: Counts::default(),
+                        outcome: Outcome::Skipped { reason: format!("not proven ({}): {}", s.location, s.why) },
+                    }));
+                    cases
+                }
+            };
+            Suite { build, description: install.summary(), run: None, cases }
+        })
+        .collect();
+    Report {
+        proof: Proof::Config(file.to_path_buf()),
+        implementation: Implementation::Library,
+        seed: args.seed,
+        suites,
+        mismatches_file: mismatches_written.then(|| args.mismatches.clone()),
+    }
 }
 
 /// What the proof will send, said up front: requests per run for each upstream and in all; for a long

@@ -1,5 +1,6 @@
 //! `nginx-ketama verify`: the parity sweep with a progress bar, a summary table and a replay file.
 
+use super::report::{Case, Counts, Implementation, Outcome, Proof, Report, ReportTarget, Suite};
 use anyhow::{Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use nginx_ketama::Libc;
@@ -9,7 +10,9 @@ use nginx_ketama_harness::golden::utc_time;
 use nginx_ketama_harness::nginx::build::Build;
 use nginx_ketama_harness::nginx::docker::{self, Image, ImageOrigin};
 use nginx_ketama_harness::nginx::install::Installation;
-use nginx_ketama_harness::proofs::sweep::{Event, FaultKind, Finding, SweepOptions, VersionReport, sweep_backend};
+use nginx_ketama_harness::proofs::sweep::{
+    Event, Fault, FaultKind, Finding, SweepOptions, VersionReport, replay_command, sweep_backend,
+};
 use nginx_ketama_harness::run::parity::{clip, show_key};
 use nginx_ketama_output::FileId;
 use std::io::{BufRead, Read};
@@ -72,7 +75,8 @@ impl Verdict {
         }
     }
 
-    fn word(self) -> &'static str {
+    /// How the reports and the soak table name it (`proven`, `protocol fault`).
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Verdict::Proven => "proven",
             Verdict::Mismatches => "mismatches",
@@ -145,6 +149,12 @@ pub(crate) struct VerifyArgs {
     /// run ran is kept).
     #[arg(long, default_value = "target/nginx-ketama/mismatches.jsonl")]
     pub mismatches: PathBuf,
+    /// Also write the run as a report for CI (repeatable): `junit=FILE` (JUnit XML: a test case per topology
+    /// or upstream and build; a mismatch is a failure, a harness fault an error, what was not run or not
+    /// modelled a skipped case) or `json=FILE` (the `nginx-ketama/verify/v1` document). Deterministic: the
+    /// same seed writes the same bytes. The file's directory must exist; it is replaced whole.
+    #[arg(long = "report", value_name = "FORMAT=FILE", value_parser = ReportTarget::parse)]
+    pub reports: Vec<ReportTarget>,
     /// Directory of provisioned nginx builds (default: $NGINX_KETAMA_NGINX_DIR or ./.nginx).
     #[arg(long)]
     pub nginx_dir: Option<PathBuf>,
@@ -226,18 +236,14 @@ pub(crate) enum Refusal {
 }
 
 impl Refusal {
-    /// Says why on stderr; the verdict (exit code) it ends `verify` with.
-    pub(crate) fn report(self) -> Verdict {
-        match self {
-            Refusal::Usage(message) => {
-                eprintln!("nginx-ketama: {message}");
-                Verdict::Usage
-            }
-            Refusal::Fault(e) => {
-                eprintln!("nginx-ketama: {e:#}");
-                Verdict::HarnessFault
-            }
-        }
+    /// Says why on stderr; the verdict (exit code) it ends `verify` with, and why.
+    pub(crate) fn report(self) -> (Verdict, String) {
+        let (verdict, message) = match self {
+            Refusal::Usage(message) => (Verdict::Usage, message),
+            Refusal::Fault(e) => (Verdict::HarnessFault, format!("{e:#}")),
+        };
+        eprintln!("nginx-ketama: {message}");
+        (verdict, message)
     }
 }
 
@@ -353,21 +359,74 @@ fn wanted_builds(args: &VerifyArgs, installs: &[Installation]) -> Vec<(NginxVers
 pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
     // The run starts now: a mismatch file last written before this moment is an earlier run's.
     Run::this();
-    // A long run must not end by refusing to write its findings.
-    if let Err(e) = nginx_ketama_output::check(&args.mismatches, &mismatch_file_options(args)) {
+    // A long run must not end by refusing to write its findings or its reports.
+    let options = mismatch_file_options(args);
+    if let Err(e) = nginx_ketama_output::check(&args.mismatches, &options) {
         eprintln!("nginx-ketama: --mismatches: {e}");
         return Verdict::Usage;
     }
-    if let Some(file) = &args.config {
-        return super::own_config::verify_config(args, file);
-    }
-    if let Err(message) = args.validate() {
+    if let Err(message) = super::report::check(&args.reports, &args.mismatches, &report_options(&options)) {
         eprintln!("nginx-ketama: {message}");
         return Verdict::Usage;
     }
+    let (verdict, report) = match &args.config {
+        Some(file) => super::own_config::verify_config(args, file),
+        None => sweep(args),
+    };
+    match report {
+        Some(report) if !report.write_all(&args.reports, verdict, &report_options(&options)) => {
+            // A proof whose report is lost does not pass a pipeline that reads the report.
+            if verdict == Verdict::Proven { Verdict::HarnessFault } else { verdict }
+        }
+        _ => verdict,
+    }
+}
+
+/// How `--report` files are written: as the mismatch file, but into directories that exist.
+fn report_options(mismatches: &nginx_ketama_output::Options) -> nginx_ketama_output::Options {
+    nginx_ketama_output::Options { create_dirs: false, ..mismatches.clone() }
+}
+
+/// A report of a run that could not start: one case, an error saying why.
+pub(crate) fn refused_report(args: &VerifyArgs, proof: Proof, cause: String) -> Report {
+    Report {
+        proof,
+        implementation: implementation(args),
+        seed: args.seed,
+        mismatches_file: None,
+        suites: vec![Suite {
+            build: "none".into(),
+            description: "no nginx build could be used".into(),
+            run: None,
+            cases: vec![Case {
+                name: "start".into(),
+                detail: None,
+                counts: Counts::default(),
+                outcome: Outcome::Error { cause, replay: None },
+            }],
+        }],
+    }
+}
+
+fn implementation(args: &VerifyArgs) -> Implementation {
+    match &args.shim {
+        Some(command) => Implementation::Shim(command.clone()),
+        None => Implementation::Library,
+    }
+}
+
+/// `verify` on random topologies: its verdict, and its report (none for a usage error of the command line).
+fn sweep(args: &VerifyArgs) -> (Verdict, Option<Report>) {
+    if let Err(message) = args.validate() {
+        eprintln!("nginx-ketama: {message}");
+        return (Verdict::Usage, None);
+    }
     let backends = match backends(args) {
         Ok(b) => b,
-        Err(refusal) => return refusal.report(),
+        Err(refusal) => {
+            let (verdict, cause) = refusal.report();
+            return (verdict, Some(refused_report(args, Proof::Topologies, cause)));
+        }
     };
     let options = args.sweep_options();
     if let Some(shim) = &options.shim {
@@ -375,6 +434,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
     }
     let mut soak = Vec::new();
     let mut all_findings = Vec::new();
+    let mut suites = Vec::new();
     for run in 1..=args.repeat {
         let started = Instant::now();
         let reports = run_once(args, &backends, &options);
@@ -413,6 +473,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
         if args.repeat > 1 {
             println!("== run {run}/{}: {} in {:.1} s\n", args.repeat, verdict.word(), elapsed.as_secs_f64());
         }
+        suites.extend(sweep_suites(&backends, &reports, &options, (args.repeat > 1).then_some(run)));
         all_findings.extend(reports.iter().flat_map(|r| r.findings.iter().cloned()));
         soak.push(RunSummary::of(run, verdict, elapsed, &reports));
         if stopped {
@@ -420,11 +481,89 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
         }
     }
     let verdict = soak.iter().map(|r| r.verdict).max().unwrap_or(Verdict::HarnessFault);
-    save_findings(args, &all_findings, verdict);
+    let written = save_findings(args, &all_findings, verdict);
     if args.repeat > 1 {
         print!("{}", soak_table(&soak));
     }
-    verdict
+    let report = Report {
+        proof: Proof::Topologies,
+        implementation: implementation(args),
+        seed: args.seed,
+        suites,
+        mismatches_file: written.then(|| args.mismatches.clone()),
+    };
+    (verdict, Some(report))
+}
+
+/// Why a topology, a stream check or a build was not run: the sweep stopped.
+const NOT_RUN: &str = "not run: the sweep stopped at the first protocol fault (--keep-going runs the rest)";
+
+/// One suite per build of one run: a case per topology asked for, and one for the stream check when it was
+/// asked for; what a stopped sweep did not reach is skipped.
+fn sweep_suites(backends: &[Build], reports: &[VersionReport], options: &SweepOptions, run: Option<u32>) -> Vec<Suite> {
+    let indexes: Vec<usize> = match options.only {
+        Some(i) => vec![i],
+        None => (0..options.topologies).collect(),
+    };
+    let stream = options.stream_sessions > 0 && options.only.is_none();
+    backends
+        .iter()
+        .enumerate()
+        .map(|(i, backend)| {
+            let report = reports.get(i);
+            let fault = |f: &Fault| match f.kind {
+                FaultKind::Protocol => Outcome::ProtocolFault { cause: f.cause.clone(), replay: f.replay.clone() },
+                FaultKind::Harness => Outcome::Error { cause: f.cause.clone(), replay: Some(f.replay.clone()) },
+            };
+            let skipped = || Outcome::Skipped { reason: NOT_RUN.into() };
+            let mut cases: Vec<Case> = indexes
+                .iter()
+                .map(|&index| {
+                    let ran = report.and_then(|r| r.runs.iter().find(|t| t.index == index));
+                    let faulted = report.and_then(|r| r.faults.iter().find(|f| f.topology == Some(index)));
+                    let (detail, counts, outcome) = match (ran, faulted, report) {
+                        (Some(t), _, Some(r)) => (
+                            Some(t.label.clone()),
+                            Counts {
+                                requests: t.requests,
+                                arcs_proven: t.arcs_proven,
+                                failovers: t.failovers,
+                                not_comparable: 0,
+                            },
+                            Outcome::of(r.findings.iter().filter(|f| f.topology == index), t.replay.clone()),
+                        ),
+                        (_, Some(f), _) => (None, Counts::default(), fault(f)),
+                        _ => (None, Counts::default(), skipped()),
+                    };
+                    Case { name: format!("topology {index}"), detail, counts, outcome }
+                })
+                .collect();
+            if stream {
+                let outcome = match report {
+                    Some(r) => match r.faults.iter().find(|f| f.topology.is_none()) {
+                        Some(f) => fault(f),
+                        None if r.stream_sessions > 0 => Outcome::of(
+                            r.findings.iter().filter(|f| f.topology == usize::MAX),
+                            replay_command(backend, options, None),
+                        ),
+                        None => match &r.stream_skipped {
+                            Some(why) => Outcome::Skipped { reason: why.clone() },
+                            None => skipped(),
+                        },
+                    },
+                    None => skipped(),
+                };
+                let sessions = report.map_or(0, |r| r.stream_sessions);
+                cases.push(Case {
+                    name: "stream check".into(),
+                    detail: Some("the stream module's hash of the client's address and port".into()),
+                    counts: Counts { requests: sessions, ..Counts::default() },
+                    outcome,
+                });
+            }
+            Suite { build: backend.label(), description: backend.summary(), run, cases }
+        })
+        .collect()
 }
 
 /// One run of every backend, with a progress bar on stderr.
@@ -616,17 +755,20 @@ fn mismatch_file_options(args: &VerifyArgs) -> nginx_ketama_output::Options {
 
 /// Puts this run's mismatches in `--mismatches` and says where, or, when the run proved everything,
 /// removes the mismatch file an earlier run left there: the file at that path always holds the findings
-/// of one run, the one each of its lines names.
-pub(crate) fn save_findings(args: &VerifyArgs, findings: &[Finding], verdict: Verdict) {
+/// of one run, the one each of its lines names. Says whether it wrote mismatches there.
+pub(crate) fn save_findings(args: &VerifyArgs, findings: &[Finding], verdict: Verdict) -> bool {
     let run = Run::this();
     if !findings.is_empty() {
         match write_findings(args, run, findings) {
-            Ok(()) => println!(
-                "{} mismatches; all of them are in {} (run {})",
-                findings.len(),
-                args.mismatches.display(),
-                run.id
-            ),
+            Ok(()) => {
+                println!(
+                    "{} mismatches; all of them are in {} (run {})",
+                    findings.len(),
+                    args.mismatches.display(),
+                    run.id
+                );
+                return true;
+            }
             Err(e) => eprintln!("nginx-ketama: {e:#}"),
         }
     } else if verdict == Verdict::Proven {
@@ -636,6 +778,7 @@ pub(crate) fn save_findings(args: &VerifyArgs, findings: &[Finding], verdict: Ve
             Err(e) => eprintln!("nginx-ketama: {e:#}"),
         }
     }
+    false
 }
 
 /// A passing run and the mismatch file at `path`: one an earlier run wrote (last written before this run

@@ -344,7 +344,9 @@ impl Installation {
     /// whose `nginx-V.txt` does not name the version of its directory, whose binary is neither glibc's nor
     /// musl's, or whose name does not match its C library, is skipped.
     pub fn discover(root: &Path) -> Vec<Installation> {
-        let Ok(entries) = std::fs::read_dir(root) else { return Vec::new() };
+        // Absolute: a relative `--nginx-dir` would name nothing once nginx runs in its own directory.
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        let Ok(entries) = std::fs::read_dir(&root) else { return Vec::new() };
         let mut out: Vec<Installation> = entries
             .filter_map(Result::ok)
             .filter(|e| !e.file_type().map(|t| t.is_symlink()).unwrap_or(true))

@@ -127,8 +127,6 @@ impl LocalNginx {
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         let mut tree = ProcessTree::spawn(&mut cmd, "nginx")
             .with_context(|| format!("starting {}", install.binary().display()))?;
-        // `spawn` returns after `exec`, so the namespace exists by now.
-        let netns = if isolated { Some(NetNs::of(tree.id()).context("nginx's network namespace")?) } else { None };
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = tree.take_stderr().expect("piped stderr");
         let sink = stderr.clone();
@@ -149,6 +147,23 @@ impl LocalNginx {
                 }
             }
         });
+        // `spawn` returns after `exec`, so the namespace exists by now — unless nginx has already exited,
+        // which takes its namespace with it: then that is what is reported, as `wait_ready` reports it.
+        let netns = match isolated.then(|| NetNs::of(tree.id())) {
+            None => None,
+            Some(Ok(ns)) => Some(ns),
+            Some(Err(e)) => {
+                // An exiting process drops its namespaces before its parent can see it exit: wait for that.
+                let until = Instant::now() + Duration::from_secs(2);
+                while tree.exited().is_none() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if tree.exited().is_some() {
+                    bail!("nginx exited during startup:\n{}", log_tail(&drained(&stderr)));
+                }
+                return Err(anyhow::Error::from(e).context("nginx's network namespace"));
+            }
+        };
         let mut nginx = LocalNginx { tree, prefix, http_front, stream_front, stderr, netns };
         nginx.wait_ready()?;
         Ok(nginx)
@@ -163,12 +178,7 @@ impl LocalNginx {
         let mut pending = vec![self.http_front];
         loop {
             if self.tree.exited().is_some() {
-                // Give the stderr reader a moment to drain what nginx printed before exiting.
-                let until = Instant::now() + Duration::from_millis(300);
-                while Instant::now() < until && self.stderr().is_empty() {
-                    std::thread::yield_now();
-                }
-                bail!("nginx exited during startup:\n{}", log_tail(&self.stderr()));
+                bail!("nginx exited during startup:\n{}", log_tail(&drained(&self.stderr)));
             }
             let started = self.stderr().contains("start worker process");
             if started {
@@ -220,6 +230,16 @@ impl LocalNginx {
     pub fn stderr(&self) -> String {
         self.stderr.lock().expect("stderr buffer").clone()
     }
+}
+
+/// What an nginx that exited printed: the stderr reader is given a moment to drain it.
+fn drained(stderr: &Mutex<String>) -> String {
+    let read = || stderr.lock().expect("stderr buffer").clone();
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until && read().is_empty() {
+        std::thread::yield_now();
+    }
+    read()
 }
 
 /// Without a private namespace nginx shares this machine's loopback: at least make sure the kernel never

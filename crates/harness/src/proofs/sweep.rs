@@ -229,8 +229,32 @@ pub struct VersionReport {
     pub findings: Vec<Finding>,
     /// Everything the harness could not run.
     pub faults: Vec<Fault>,
+    /// Each topology run to the end, in the order run (one that faulted is in `faults` instead).
+    pub runs: Vec<TopologyRun>,
     /// Time spent in request/response exchange.
     pub elapsed: Duration,
+}
+
+/// One topology of a sweep run to the end on one build: what it was and what it compared (its mismatches
+/// are the [`Finding`]s with its index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopologyRun {
+    /// Its index in the sweep.
+    pub index: usize,
+    /// Its seed ([`topology_seed`]).
+    pub seed: u64,
+    /// `12 servers, consistent, 1920 points` or `5 servers, plain`.
+    pub label: String,
+    /// `hash … consistent` or plain `hash`.
+    pub method: Method,
+    /// Requests compared.
+    pub requests: usize,
+    /// Arcs proven at both ends.
+    pub arcs_proven: usize,
+    /// Requests with at least one retry.
+    pub failovers: usize,
+    /// The command that runs it again.
+    pub replay: String,
 }
 
 impl VersionReport {
@@ -417,7 +441,7 @@ fn run_topology(
             Some(ring) => format!("{} servers, consistent, {} points", topology.lines.len(), ring.len()),
             None => format!("{} servers, plain", topology.lines.len()),
         };
-        on(Event::Topology(&report.version, index, label, plan.requests.len()));
+        on(Event::Topology(&report.version, index, label.clone(), plan.requests.len()));
         let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
         let started = std::time::Instant::now();
         let responses = session.send(&keys, &mut |n| on(Event::Requests(n)))?;
@@ -435,10 +459,10 @@ fn run_topology(
         let other_misses =
             compare(&plan, &responses, &mut LibraryModel::new(&other, &topology), elapsed).mismatches.len();
         let libc_points = libc_points(&upstream, &other);
-        anyhow::Ok((topology, plan, run, other_misses, libc_points))
+        anyhow::Ok((topology, plan, run, other_misses, libc_points, label))
     })();
     drop(unix);
-    let (topology, plan, run, other_misses, libc_points) = result?;
+    let (topology, plan, run, other_misses, libc_points, label) = result?;
     on(Event::Done(run.mismatches.len()));
     report.topologies += 1;
     report.consistent += usize::from(topology.method == Method::Consistent);
@@ -453,6 +477,16 @@ fn run_topology(
     report.spellings.extend(topology.spellings().iter().map(|s| format!("{s:?}")));
     let block = topology.upstream_block(crate::site::conf::HTTP_KEY, true);
     let replay = replay_command(backend, options, Some(index));
+    report.runs.push(TopologyRun {
+        index,
+        seed: topology.seed,
+        label,
+        method: topology.method,
+        requests: run.requests,
+        arcs_proven: run.arcs_proven,
+        failovers: run.failovers,
+        replay: replay.clone(),
+    });
     report.findings.extend(run.mismatches.into_iter().map(|mismatch| Finding {
         version: report.version.clone(),
         backend: report.backend.clone(),
