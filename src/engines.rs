@@ -99,9 +99,11 @@ pub enum EngineError {
 /// An engine and its settings.
 ///
 /// Written `ENGINE[@RELEASE][:OPTION,…]`: `haproxy@2.6.12:crc32`, `haproxy@3.0:hash-key=addr,avalanche`,
-/// `haproxy:map-based`, `caddy@2.6.2`, `ingress-nginx`, `apisix`. HAProxy's options: a hash function
+/// `haproxy:map-based`, `caddy@2.6.2`, `ingress-nginx`, `apisix`, `envoy`, `envoy:maglev,table-size=65537`,
+/// `envoy:murmur2,min-ring-size=4096`, `kong:slots=20000`, `traefik`. HAProxy's options: a hash function
 /// (`sdbm`, `djb2`, `wt6`, `crc32`, `none`), `avalanche`, `map-based`, `hash-key=id|addr|addr-port`,
-/// `allbackups`; the default release is the newest modelled.
+/// `allbackups`; the default release is the newest modelled. Envoy's: `maglev` and `table-size=N`, or the
+/// ring's `murmur2`, `min-ring-size=N`, `max-ring-size=N` ([`envoy::Policy`]); Kong's: `slots=N`.
 ///
 /// # Example
 ///
