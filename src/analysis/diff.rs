@@ -96,6 +96,18 @@ impl Diff {
         acc.finish(Unit::Keys, Unit::Keys, total)
     }
 
+    /// As [`Diff::of_keys`] where the change changes the key too (a new `hash` expression): each request's
+    /// key before and after.
+    pub fn of_key_pairs<K: AsRef<[u8]>>(from: &PickMap, to: &PickMap, pairs: impl IntoIterator<Item = (K, K)>) -> Diff {
+        let mut acc = Accumulator::new(from, to);
+        let mut total = 0;
+        for (a, b) in pairs {
+            acc.add(from.pick_key(a.as_ref()), to.pick_key(b.as_ref()), 1);
+            total += 1;
+        }
+        acc.finish(Unit::Keys, Unit::Keys, total)
+    }
+
     /// The server a [`Pick`] of this diff names (`None` for round-robin).
     pub fn server_of(&self, pick: Pick) -> Option<&Server> {
         match pick {

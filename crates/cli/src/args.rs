@@ -11,6 +11,7 @@
 use crate::gate::{Percent, Ratio};
 use crate::lines::count_keys;
 use crate::render::Format;
+use crate::traffic::{self, Traffic};
 use anyhow::{Result, bail};
 use clap::builder::TypedValueParser as _;
 use nginx_ketama::config::{Config, Input, LoadOptions};
@@ -111,6 +112,8 @@ pub(crate) struct Loaded {
     pub(crate) upstream: Upstream,
     /// The files read: the configuration and what it includes.
     pub(crate) files: Vec<PathBuf>,
+    /// The whole configuration (requests are dispatched through it).
+    pub(crate) config: Config,
 }
 
 /// Reads the configuration `path` with `options` (its warnings go to stderr) and takes the hash upstream
@@ -121,7 +124,8 @@ pub(crate) fn load(path: &Path, upstream: Option<&str>, options: &LoadOptions) -
         eprintln!("nginx-ketama: [warn] {w}");
     }
     let chosen = config.hash_upstream(upstream)?;
-    Ok(Loaded { name: chosen.config.name.clone(), upstream: chosen.upstream.clone(), files: config.files().to_vec() })
+    let (name, upstream) = (chosen.config.name.clone(), chosen.upstream.clone());
+    Ok(Loaded { name, upstream, files: config.files().to_vec(), config })
 }
 
 /// `help`, then the releases whose routing is modelled: `… (modelled: 1.18.0 to 1.30.x)`.
@@ -216,23 +220,63 @@ pub(crate) struct KeyLength {
     pub(crate) key_length: NonZeroUsize,
 }
 
-/// `--keys FILE`.
+/// `--keys FILE`, or the keys of the requests of `--requests FILE` or `--log FILE` ([`Traffic`]).
 #[derive(clap::Args)]
 pub(crate) struct KeysFile {
     /// Also count these keys (one per line), next to the uniform figure.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["requests", "log"])]
     pub(crate) keys: Option<PathBuf>,
+    /// Or count the keys of these requests (weighted by traffic): those that reach the upstream.
+    #[command(flatten)]
+    pub(crate) traffic: Traffic,
 }
 
 impl KeysFile {
-    /// With `--keys`: the file and what `count` makes of its keys, streamed (see [`count_keys`]).
+    /// The file the keys come from, if any.
+    pub(crate) fn path(&self) -> Option<&Path> {
+        self.keys.as_deref().or(self.traffic.requests.as_deref()).or(self.traffic.log.as_deref())
+    }
+
+    /// With `--keys`, `--requests` or `--log`: the file and what `count` makes of its keys, streamed (see
+    /// [`count_keys`]); requests count with the key `loaded`'s upstream gives them, when they reach it.
     pub(crate) fn count<T>(
         &self,
+        loaded: &Loaded,
         count: impl FnOnce(&mut dyn Iterator<Item = Vec<u8>>) -> T,
     ) -> Result<Option<(&Path, T)>> {
-        match &self.keys {
-            Some(path) => Ok(Some((path, count_keys(path, count)?))),
-            None => Ok(None),
+        match (&self.keys, self.traffic.given()) {
+            (Some(path), _) => Ok(Some((path, count_keys(path, count)?))),
+            (None, true) => {
+                let t = traffic::keys(&self.traffic, &[(&loaded.config, &loaded.name)], |keys| {
+                    count(&mut keys.map(|mut k| k.swap_remove(0)))
+                })?;
+                Ok(self.path().map(|p| (p, t)))
+            }
+            (None, false) => Ok(None),
+        }
+    }
+
+    /// As [`KeysFile::count`], for a change: each key as `from` and as `to` computes it (the same twice
+    /// for `--keys`).
+    pub(crate) fn count_pairs<T>(
+        &self,
+        from: &Loaded,
+        to: &Loaded,
+        count: impl FnOnce(&mut dyn Iterator<Item = (Vec<u8>, Vec<u8>)>) -> T,
+    ) -> Result<Option<(&Path, T)>> {
+        match (&self.keys, self.traffic.given()) {
+            (Some(path), _) => Ok(Some((path, count_keys(path, |keys| count(&mut keys.map(|k| (k.clone(), k))))?))),
+            (None, true) => {
+                let sides = [(&from.config, from.name.as_str()), (&to.config, to.name.as_str())];
+                let t = traffic::keys(&self.traffic, &sides, |keys| {
+                    count(&mut keys.map(|mut k| {
+                        let b = k.pop().unwrap_or_default();
+                        (k.pop().unwrap_or_default(), b)
+                    }))
+                })?;
+                Ok(self.path().map(|p| (p, t)))
+            }
+            (None, false) => Ok(None),
         }
     }
 }

@@ -220,3 +220,95 @@ fn check_format(config: &Config, format: &LogFormat) -> Result<()> {
     }
     Ok(())
 }
+
+/// What a run over requests saw besides the keys it counted.
+#[derive(Default)]
+struct Tally {
+    read: u64,
+    bad: u64,
+    elsewhere: u64,
+}
+
+/// How often a long input says how far it is (on stderr, when stderr is a terminal).
+const PROGRESS_EVERY: u64 = 1_000_000;
+
+/// The keys of the requests of `traffic` that reach the named upstream in every one of `sides` (one key
+/// per side, in order), streamed to `count`; what was read, not readable and not reaching the upstream is
+/// said on stderr at the end.
+///
+/// # Errors
+///
+/// Opening or reading the file, a log format that cannot carry a key, a bad line under `--strict`.
+pub(crate) fn keys<T>(
+    traffic: &Traffic,
+    sides: &[(&Config, &str)],
+    count: impl FnOnce(&mut dyn Iterator<Item = Vec<Vec<u8>>>) -> T,
+) -> Result<T> {
+    use nginx_ketama::dispatch::{Dispatch, dispatch};
+    use std::io::IsTerminal;
+    let mut inputs = Vec::new();
+    for (config, _) in sides {
+        inputs.push(traffic.open(config)?);
+    }
+    let mut input = inputs.swap_remove(0);
+    let path = input.path.clone();
+    let mut tally = Tally::default();
+    let mut error = None;
+    let progress = std::io::stderr().is_terminal();
+    let mut keys = std::iter::from_fn(|| {
+        loop {
+            let item = match input.next() {
+                Ok(Some(item)) => item,
+                Ok(None) => return None,
+                Err(e) => {
+                    error = Some(e);
+                    return None;
+                }
+            };
+            tally.read += 1;
+            if progress && tally.read % PROGRESS_EVERY == 0 {
+                eprintln!("nginx-ketama: {} lines of {} read", tally.read, path.display());
+            }
+            let request = match item.request {
+                Ok(r) => r,
+                Err(why) => {
+                    tally.bad += 1;
+                    let msg = format!("{}:{}: {why}", path.display(), item.line);
+                    if traffic.strict {
+                        error = Some(anyhow::anyhow!(msg));
+                        return None;
+                    }
+                    eprintln!("nginx-ketama: {msg}");
+                    continue;
+                }
+            };
+            let mut keys = Vec::with_capacity(sides.len());
+            for (config, upstream) in sides {
+                match dispatch(config, &request) {
+                    Ok(Dispatch::Hash { upstream: u, key }) if u.eq_ignore_ascii_case(upstream) => keys.push(key),
+                    _ => break,
+                }
+            }
+            if keys.len() == sides.len() {
+                return Some(keys);
+            }
+            tally.elsewhere += 1;
+        }
+    });
+    let counted = count(&mut keys);
+    if let Some(e) = error {
+        return Err(e);
+    }
+    let mut upstreams: Vec<String> = sides.iter().map(|(_, u)| format!("\"{u}\"")).collect();
+    upstreams.dedup();
+    eprintln!(
+        "nginx-ketama: {} of {} requests of {} counted; {} could not be read, {} do not reach upstream {}",
+        tally.read - tally.bad - tally.elsewhere,
+        tally.read,
+        path.display(),
+        tally.bad,
+        tally.elsewhere,
+        upstreams.join(" and ")
+    );
+    Ok(counted)
+}

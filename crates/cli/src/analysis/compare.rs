@@ -188,7 +188,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
         Against::Engine(engine) => Comparison::against_engine(up, &map, engine, args.samples, args.seed)?,
         _ => Comparison::sampled(up, &map, against, args.samples, args.seed)?,
     };
-    let keys = match args.keys.count(|keys| Comparison::of_keys(up, &map, against, keys))? {
+    let keys = match args.keys.count(&loaded, |keys| Comparison::of_keys(up, &map, against, keys))? {
         Some((path, k)) => Some((path, k?)),
         None => None,
     };

@@ -223,10 +223,11 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let a = PickMap::with_failing(&from.upstream, fails, key_length);
     let b = PickMap::with_failing(&to.upstream, fails, key_length);
     let diff = Diff::of(&a, &b);
-    let keys = args.keys.count(|keys| Diff::of_keys(&a, &b, keys))?;
+    let keys = args.keys.count_pairs(&from, &to, |pairs| Diff::of_key_pairs(&a, &b, pairs))?;
     if let Some(path) = &args.svg.svg {
         let title = format!("{} → {}", args.from.display(), to_path.display());
-        let inputs = from.files.iter().chain(&to.files).chain(&args.keys.keys).cloned().collect();
+        let inputs =
+            from.files.iter().chain(&to.files).cloned().chain(args.keys.path().map(Path::to_path_buf)).collect();
         svg::write(path, &svg::diff_svg(&a, &b, &title), inputs)?;
     }
     let hash_space = Report::of(&diff, "hash-space");

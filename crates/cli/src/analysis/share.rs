@@ -142,10 +142,10 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::with_failing(up, args.failed.in_upstream(up)?, args.key_length.key_length);
     let share = Share::of(&map);
-    let keys = args.keys.count(|keys| Share::of_keys(&map, keys))?;
+    let keys = args.keys.count(&loaded, |keys| Share::of_keys(&map, keys))?;
     if let Some(path) = &args.svg.svg {
         let title = format!("upstream {name}: share of first picks");
-        let inputs = loaded.files.iter().cloned().chain(args.keys.keys.clone()).collect();
+        let inputs = loaded.files.iter().cloned().chain(args.keys.path().map(std::path::Path::to_path_buf)).collect();
         svg::write(path, &svg::share_svg(&map, &title), inputs)?;
     }
     let rows = share_rows(&share, up.method());
