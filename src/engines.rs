@@ -8,20 +8,28 @@
 //! * [`caddy`]: the hashing `lb_policy`s, rendezvous over FNV-1a 32 (2.6.2) or xxHash64 (2.8 on).
 //! * [`resty_chash`]: the `resty.chash` ring, under [`ingress_nginx`] (`upstream-hash-by`, and its
 //!   subsets) and [`apisix`] (`chash`).
+//! * [`envoy`]: `RING_HASH` (xxHash64 or MurmurHash2 ring scaled between its minimum and maximum size) and
+//!   `MAGLEV` (a 65537-slot table), Envoy 1.36.
+//! * [`kong`]: Kong 3.9.3's `consistent-hashing` wheel (luaxxhash's xxHash32 over `slots`).
+//! * [`traefik`]: Traefik v3.7.9's `hrw` (rendezvous over FNV-1a 64).
 //!
 //! [`Engine`] names an engine with its settings (`haproxy@3.0.11:crc32`), [`Engine::model`] builds its
 //! [`Model`] over a list of [`Backend`]s, and [`Model::pick`] answers a key. The agreement with nginx is
 //! `analysis::compare::Comparison::against_engine`: exact over 2³² CRC-32 values where the engine's pick
 //! is a function of the key's CRC-32 on intervals ([`Model::crc32_segments`]), sampled otherwise.
 //!
-//! HAProxy and Caddy are proven against the real engines (`tests/engines_live.rs`); ingress-nginx and
-//! APISIX are modelled from source and not proven live.
+//! HAProxy and Caddy are proven against the real engines (`tests/engines_live.rs`); ingress-nginx,
+//! APISIX, Envoy, Kong and Traefik are modelled from source (and, where they have them, the engines' own
+//! unit-test vectors) and not proven live.
 
 pub mod apisix;
 pub mod caddy;
+pub mod envoy;
 pub mod haproxy;
 pub mod ingress_nginx;
+pub mod kong;
 pub mod resty_chash;
+pub mod traefik;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -32,7 +40,7 @@ use std::str::FromStr;
 #[non_exhaustive]
 pub enum EngineError {
     /// An engine the project does not model.
-    #[error("unknown engine \"{0}\" (expected haproxy, caddy, ingress-nginx or apisix)")]
+    #[error("unknown engine \"{0}\" (expected haproxy, caddy, ingress-nginx, apisix, envoy, kong or traefik)")]
     Unknown(String),
     /// An option value the engine does not have.
     #[error("{engine}: invalid {option} \"{value}\" (expected {expected})")]
@@ -68,6 +76,14 @@ pub enum EngineError {
         /// The largest weight the engine takes.
         max: u32,
     },
+    /// A setting or a server list the engine itself refuses, in the engine's words.
+    #[error("{engine}: {message}")]
+    Refused {
+        /// The engine.
+        engine: &'static str,
+        /// Why (the engine's message where it has one).
+        message: String,
+    },
     /// A server id that is 0 or used twice.
     #[error("{engine}: server {server} has id {id}, 0 or already used")]
     Id {
@@ -83,9 +99,11 @@ pub enum EngineError {
 /// An engine and its settings.
 ///
 /// Written `ENGINE[@RELEASE][:OPTION,…]`: `haproxy@2.6.12:crc32`, `haproxy@3.0:hash-key=addr,avalanche`,
-/// `haproxy:map-based`, `caddy@2.6.2`, `ingress-nginx`, `apisix`. HAProxy's options: a hash function
+/// `haproxy:map-based`, `caddy@2.6.2`, `ingress-nginx`, `apisix`, `envoy`, `envoy:maglev,table-size=65537`,
+/// `envoy:murmur2,min-ring-size=4096`, `kong:slots=20000`, `traefik`. HAProxy's options: a hash function
 /// (`sdbm`, `djb2`, `wt6`, `crc32`, `none`), `avalanche`, `map-based`, `hash-key=id|addr|addr-port`,
-/// `allbackups`; the default release is the newest modelled.
+/// `allbackups`; the default release is the newest modelled. Envoy's: `maglev` and `table-size=N`, or the
+/// ring's `murmur2`, `min-ring-size=N`, `max-ring-size=N` ([`envoy::Policy`]); Kong's: `slots=N`.
 ///
 /// # Example
 ///
@@ -110,6 +128,15 @@ pub enum Engine {
     IngressNginx,
     /// APISIX's `chash` (`apisix`).
     Apisix,
+    /// Envoy's `RING_HASH` or `MAGLEV` (`envoy`, `envoy:maglev`).
+    Envoy(envoy::Policy),
+    /// Kong's `consistent-hashing` over a wheel of `slots` (`kong`, `kong:slots=N`).
+    Kong {
+        /// The upstream's `slots`.
+        slots: u64,
+    },
+    /// Traefik's `hrw` (`traefik`).
+    Traefik,
 }
 
 impl Engine {
@@ -120,6 +147,9 @@ impl Engine {
             Engine::Caddy(_) => "caddy",
             Engine::IngressNginx => "ingress-nginx",
             Engine::Apisix => "apisix",
+            Engine::Envoy(_) => "envoy",
+            Engine::Kong { .. } => "kong",
+            Engine::Traefik => "traefik",
         }
     }
 
@@ -137,6 +167,16 @@ impl Engine {
                 "kubernetes/ingress-nginx controller-v1.15.1 balancer/chash.lua on lua-resty-balancer chash"
             }
             Engine::Apisix => "apache/apisix 3.18.0 apisix/balancer/chash.lua on lua-resty-balancer chash",
+            Engine::Envoy(envoy::Policy::RingHash { .. }) => {
+                "envoyproxy/envoy 1.36 ring_hash/ring_hash_lb.cc, key hashed with xxHash64 as a header hash policy does"
+            }
+            Engine::Envoy(envoy::Policy::Maglev { .. }) => {
+                "envoyproxy/envoy 1.36 maglev/maglev_lb.cc, key hashed with xxHash64 as a header hash policy does"
+            }
+            Engine::Kong { .. } => "Kong/kong 3.9.3 kong/runloop/balancer/consistent_hashing.lua on luaxxhash 1.0.0",
+            Engine::Traefik => {
+                "traefik/traefik v3.7.9 pkg/server/service/loadbalancer/hrw/hrw.go, servers named http://ip:port"
+            }
         }
     }
 
@@ -165,6 +205,20 @@ impl Engine {
                 let nodes: Vec<(&str, u32)> =
                     names.iter().map(String::as_str).zip(backends.iter().map(|b| b.weight)).collect();
                 Model::Ring(apisix::ring(&nodes))
+            }
+            Engine::Envoy(policy) => {
+                let keys: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+                let hosts: Vec<(&[u8], u32)> =
+                    keys.iter().map(String::as_bytes).zip(backends.iter().map(|b| b.weight)).collect();
+                Model::Envoy(policy.build(&hosts)?)
+            }
+            Engine::Kong { slots } => {
+                let targets: Vec<kong::Target> =
+                    backends.iter().map(|b| kong::Target::ip(b.addr.ip(), b.addr.port(), b.weight)).collect();
+                Model::Kong(kong::Wheel::new(*slots, &targets)?)
+            }
+            Engine::Traefik => {
+                Model::Traefik(traefik::Pool::new(backends.iter().map(|b| (traefik::Pool::url(&b.addr), b.weight))))
             }
         })
     }
@@ -198,6 +252,10 @@ impl fmt::Display for Engine {
             }
             Engine::Caddy(r) => write!(f, "caddy@{r}"),
             Engine::IngressNginx | Engine::Apisix => f.write_str(self.name()),
+            Engine::Envoy(p) => p.fmt(f),
+            Engine::Kong { slots } if *slots == kong::DEFAULT_SLOTS => f.write_str("kong"),
+            Engine::Kong { slots } => write!(f, "kong:slots={slots}"),
+            Engine::Traefik => f.write_str("traefik"),
         }
     }
 }
@@ -262,6 +320,34 @@ impl FromStr for Engine {
                 no_options("apisix")?;
                 Ok(Engine::Apisix)
             }
+            "envoy" => {
+                no_release("envoy")?;
+                let opts = s.split_once(':').map_or("", |(_, o)| o);
+                Ok(Engine::Envoy(opts.parse()?))
+            }
+            "kong" => {
+                no_release("kong")?;
+                let mut slots = kong::DEFAULT_SLOTS;
+                for opt in &opts {
+                    let bad = || EngineError::Option {
+                        engine: "kong",
+                        option: "option",
+                        value: opt.to_string(),
+                        expected: "slots=N (10 to 65536)",
+                    };
+                    let n = opt.strip_prefix("slots=").ok_or_else(bad)?;
+                    slots = n.parse().map_err(|_| bad())?;
+                    if !(10..=kong::MAX_SLOTS).contains(&slots) {
+                        return Err(bad());
+                    }
+                }
+                Ok(Engine::Kong { slots })
+            }
+            "traefik" => {
+                no_release("traefik")?;
+                no_options("traefik")?;
+                Ok(Engine::Traefik)
+            }
             _ => Err(EngineError::Unknown(name.to_string())),
         }
     }
@@ -292,6 +378,12 @@ pub enum Model {
     Caddy(caddy::Pool),
     /// A `resty.chash` ring (ingress-nginx, APISIX).
     Ring(resty_chash::Ring),
+    /// An Envoy ring or Maglev table.
+    Envoy(envoy::Balancer),
+    /// A Kong wheel.
+    Kong(kong::Wheel),
+    /// A Traefik `hrw` pool.
+    Traefik(traefik::Pool),
 }
 
 impl Model {
@@ -301,6 +393,9 @@ impl Model {
             Model::HaProxy(b) => b.pick(key),
             Model::Caddy(p) => p.pick(key),
             Model::Ring(r) => (!r.is_empty()).then(|| r.pick(key)),
+            Model::Envoy(b) => b.pick(key),
+            Model::Kong(w) => w.pick(key),
+            Model::Traefik(p) => p.pick(key),
         }
     }
 
@@ -309,7 +404,7 @@ impl Model {
     pub fn crc32_segments(&self) -> Option<Vec<(u32, usize)>> {
         match self {
             Model::HaProxy(b) => b.crc32_segments(),
-            Model::Caddy(_) => None,
+            Model::Caddy(_) | Model::Envoy(_) | Model::Kong(_) | Model::Traefik(_) => None,
             Model::Ring(r) => (!r.is_empty()).then(|| r.crc32_segments()),
         }
     }
@@ -338,6 +433,12 @@ mod tests {
             "caddy@2.6.2",
             "ingress-nginx",
             "apisix",
+            "envoy",
+            "envoy:maglev",
+            "envoy:murmur2,min-ring-size=4096",
+            "kong",
+            "kong:slots=1000",
+            "traefik",
         ] {
             let e: Engine = s.parse().unwrap();
             assert_eq!(e.to_string().parse::<Engine>().unwrap(), e, "{s}");
@@ -350,7 +451,10 @@ mod tests {
             "haproxy: invalid hash function \"md5\" (expected sdbm, djb2, wt6, crc32 or none)"
         );
         assert_eq!(err("haproxy@1.8"), "haproxy: invalid release \"1.8\" (expected 2.2.9, 2.6.12, 3.0.11 or 3.2.26)");
-        assert_eq!(err("envoy"), "unknown engine \"envoy\" (expected haproxy, caddy, ingress-nginx or apisix)");
+        assert_eq!(
+            err("nginx"),
+            "unknown engine \"nginx\" (expected haproxy, caddy, ingress-nginx, apisix, envoy, kong or traefik)"
+        );
         assert_eq!(err("caddy:ip_hash"), "caddy: invalid option \"ip_hash\" (expected none)");
     }
 

@@ -46,7 +46,7 @@
 //! # Crate features
 //!
 //! * `md5` — the `md5_variants` module (and the `md-5` dependency).
-//! * `engines` — the `engines` module: HAProxy, Caddy, ingress-nginx and APISIX models, and
+//! * `engines` — the `engines` module: HAProxy, Caddy, ingress-nginx, APISIX, Envoy, Kong and Traefik models, and
 //!   `compare` against them (and the `twox-hash` dependency).
 //! * `reference` — `ring::reference`, nginx's ring written as plainly as possible: the oracle of this
 //!   workspace's tests and benchmarks. Test support, not stable API.

@@ -239,8 +239,40 @@ fn compare_against_a_proxy_is_exact_where_it_hashes_with_crc32_and_says_what_is_
     );
     let err = fails(&run(&["compare", "--config", c, "--against", "haproxy@2.2.9:hash-key=addr"]));
     assert!(err.contains("haproxy 2.2.9 has no hash-key (3.0 on)"), "{err}");
-    let err = fails(&run(&["compare", "--config", c, "--against", "envoy"]));
-    assert!(err.contains("unknown engine \"envoy\""), "{err}");
+    let err = fails(&run(&["compare", "--config", c, "--against", "nginx"]));
+    assert!(err.contains("unknown engine \"nginx\""), "{err}");
+}
+
+#[test]
+fn compare_against_envoy_kong_and_traefik_is_sampled_and_not_proven_live() {
+    let c = conf("cmp-envoy.conf", FIVE);
+    let c = c.to_str().unwrap();
+    for (engine, shown) in [
+        ("envoy", "envoy: modelled from envoyproxy/envoy 1.36 ring_hash"),
+        ("envoy:maglev", "envoy:maglev: modelled from envoyproxy/envoy 1.36 maglev"),
+        ("envoy:murmur2,min-ring-size=4096", "envoy:murmur2,min-ring-size=4096: modelled from"),
+        ("kong:slots=20000", "kong:slots=20000: modelled from Kong/kong 3.9.3"),
+        ("traefik", "traefik: modelled from traefik/traefik v3.7.9"),
+    ] {
+        let t = ok(&run(&["compare", "--config", c, "--against", engine, "--samples", "2000"]));
+        assert!(
+            t.contains("sampled: 2000 random keys") && t.contains(shown) && t.contains("not proven live"),
+            "{engine}: {t}"
+        );
+        let j = json(&run(&["compare", "--config", c, "--against", engine, "--samples", "2000", "--format", "json"]));
+        let agree = j["uniform"]["agree_fraction"].as_f64().unwrap();
+        // Five servers, hashes independent of CRC-32: about one key in five keeps its server.
+        assert!((0.1..0.3).contains(&agree), "{engine}: {agree}");
+    }
+    for (engine, message) in [
+        ("envoy:maglev,table-size=65536", "envoy: The table size of maglev must be prime number"),
+        ("envoy:min-ring-size=20,max-ring-size=10", "ring hash: minimum_ring_size (20) > maximum_ring_size (10)"),
+        ("kong:slots=5", "kong: invalid option \"slots=5\" (expected slots=N (10 to 65536))"),
+        ("traefik:sticky", "traefik: invalid option \"sticky\" (expected none)"),
+    ] {
+        let err = fails(&run(&["compare", "--config", c, "--against", engine]));
+        assert!(err.contains(message), "{engine}: {err}");
+    }
 }
 
 #[test]

@@ -53,6 +53,7 @@ fn outputs() -> Vec<(String, Value)> {
     one(&["compare", "--config", a, "--against", "md5-vnodes", "--samples", "2000", "--keys", keys]);
     one(&["compare", "--config", a, "--against", "haproxy@3.0.11:crc32", "--samples", "2000"]);
     one(&["compare", "--config", a, "--against", "apisix"]);
+    one(&["compare", "--config", a, "--against", "envoy:maglev", "--samples", "2000"]);
     // Requests that reach the upstream, that nginx answers itself, and that go elsewhere.
     let sites = TempFile::new(
         "sites.conf",
