@@ -26,7 +26,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use crate::config::expression::Expression;
+use crate::config::Location;
+use crate::config::expression::{Expression, Part};
 use crate::config::hostnames::{self, NamePattern};
 use crate::config::sites::{Handler, LocationBlock, Match, Rewrite, Site};
 use crate::config::{Balancer, Config, Context as UpstreamContext};
@@ -89,6 +90,33 @@ pub enum DispatchError {
 /// [`DispatchError::Unmodelled`] naming what is not modelled on the way (a regular-expression location or
 /// server name, `proxy_pass` with variables); [`DispatchError::Key`] for a key variable not modelled.
 pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, DispatchError> {
+    trace(config, request).map(|(d, _)| d)
+}
+
+/// How a request was dispatched: the server block and location chosen, and for a hash upstream each part
+/// of its key expression with the bytes it added.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    /// The `server` block chosen (where it is written), once one is.
+    pub server: Option<Location>,
+    /// The `location` chosen, once one is.
+    pub location: Option<Location>,
+    /// The key expression's parts and the bytes each added, for [`Dispatch::Hash`].
+    pub key_parts: Vec<(Part, Vec<u8>)>,
+}
+
+/// As [`dispatch`], with the [`Trace`] of how the request got there.
+///
+/// # Errors
+///
+/// As [`dispatch`].
+pub fn trace(config: &Config, request: &Request) -> Result<(Dispatch, Trace), DispatchError> {
+    let mut trace = Trace::default();
+    let d = dispatch_into(config, request, &mut trace)?;
+    Ok((d, trace))
+}
+
+fn dispatch_into(config: &Config, request: &Request, trace: &mut Trace) -> Result<Dispatch, DispatchError> {
     let rules = config.version().key_rules();
     let candidates = listeners(config.sites(), request.server());
     let Some(default) = default_site(&candidates) else { return Ok(Dispatch::NoServer(request.server())) };
@@ -100,6 +128,7 @@ pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, Dispatch
         Some(host) => by_name(&candidates, host)?.unwrap_or(default),
         None => default,
     };
+    trace.server = Some(site.at.clone());
     let hostname = key::local_hostname();
     let set_variables: Vec<String> = config.sites().iter().flat_map(set_names).collect();
     let ctx = key::Context {
@@ -113,6 +142,7 @@ pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, Dispatch
         return Ok(Dispatch::Return { status });
     }
     let Some(location) = find_location(&site.locations, parsed.uri())? else { return Ok(Dispatch::NoLocation) };
+    trace.location = Some(location.at.clone());
     if let Some(status) = rewrite(&location.rewrites, &mut eval)? {
         return Ok(Dispatch::Return { status });
     }
@@ -138,7 +168,8 @@ pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, Dispatch
         return Ok(Dispatch::NotHash { upstream: up.name.clone() });
     };
     let expr = Expression::parse(expr.as_bytes()).map_err(|e| DispatchError::Unmodelled(e.to_string()))?;
-    let key = eval.evaluate(&expr)?;
+    trace.key_parts = eval.evaluate_parts(&expr)?;
+    let key = trace.key_parts.iter().flat_map(|(_, v)| v.iter().copied()).collect();
     Ok(Dispatch::Hash { upstream: up.name.clone(), key })
 }
 

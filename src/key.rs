@@ -285,6 +285,23 @@ impl<'e, 'r> Evaluation<'e, 'r> {
         Ok(out)
     }
 
+    /// As [`Evaluation::evaluate`], each part of `expr` with the bytes it adds (their concatenation is
+    /// the value): how a key was built.
+    ///
+    /// # Errors
+    ///
+    /// As [`evaluate`].
+    pub fn evaluate_parts(&mut self, expr: &Expression) -> Result<Vec<(Part, Vec<u8>)>, KeyError> {
+        self.flush(expr);
+        let mut parts = Vec::new();
+        for part in expr.parts() {
+            let mut out = Vec::new();
+            self.part(part, MAX_VARIABLE_DEPTH, &mut out)?;
+            parts.push((part.clone(), out));
+        }
+        Ok(parts)
+    }
+
     /// `set $name value` (`ngx_http_script_set_var_code`): later reads of `name` give `value`.
     pub fn set(&mut self, name: &str, value: Vec<u8>) {
         self.cache.retain(|(n, _)| n != name);
@@ -296,19 +313,29 @@ impl<'e> Evaluation<'e, '_> {
     /// `ngx_http_complex_value` (src/http/ngx_http_script.c): the expression's non-cacheable variables
     /// are flushed, then each part appended; `depth` is how many variable reads may still nest.
     fn complex(&mut self, expr: &Expression, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
+        self.flush(expr);
+        for part in expr.parts() {
+            self.part(part, depth, out)?;
+        }
+        Ok(())
+    }
+
+    /// `ngx_http_script_flush_complex_value`: the expression's non-cacheable variables are forgotten.
+    fn flush(&mut self, expr: &Expression) {
         for name in expr.variables() {
             if !self.cacheable(name) {
                 self.cache.retain(|(n, _)| n != name);
             }
         }
-        for part in expr.parts() {
-            match part {
-                Part::Literal(b) => out.extend_from_slice(b),
-                Part::Capture(n) => out.extend_from_slice(capture(&self.ctx.captures, *n)?),
-                Part::Variable(name) => {
-                    let v = self.read(name, depth)?;
-                    out.extend_from_slice(&v);
-                }
+    }
+
+    fn part(&mut self, part: &Part, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
+        match part {
+            Part::Literal(b) => out.extend_from_slice(b),
+            Part::Capture(n) => out.extend_from_slice(capture(&self.ctx.captures, *n)?),
+            Part::Variable(name) => {
+                let v = self.read(name, depth)?;
+                out.extend_from_slice(&v);
             }
         }
         Ok(())

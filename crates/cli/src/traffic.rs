@@ -188,7 +188,7 @@ fn json_request(text: &[u8], defaults: &Defaults) -> Result<Request, String> {
 }
 
 /// The first `listen` of the first server (127.0.0.1 for a wildcard), else 127.0.0.1:80.
-fn first_listen(config: &Config) -> SocketAddr {
+pub(crate) fn first_listen(config: &Config) -> SocketAddr {
     let lo = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
     let l = config.sites().first().and_then(|s| s.listen.first());
     l.map_or(SocketAddr::new(lo, 80), |l| SocketAddr::new(l.addr.unwrap_or(lo), l.port))

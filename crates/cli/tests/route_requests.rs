@@ -84,3 +84,23 @@ fn a_log_that_cannot_carry_the_key_is_refused_up_front() {
     let unknown = run(&["route", "--config", c, "--log", l, "--log-format", "nosuch"], b"");
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no log_format \"nosuch\" in the configuration"));
 }
+
+#[test]
+fn explain_request_shows_where_it_goes_and_how_its_key_is_built() {
+    let conf = TempFile::new("nginx.conf", CONF);
+    let c = conf.to_str().unwrap();
+    let out = run(&["explain", "--config", c, "--request", "GET /h/a/../b?q=1", "-H", "Host: Shop.Test:8080"], b"");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let want_head = format!(
+        "request \"GET /h/a/../b?q=1 HTTP/1.1\" from 127.0.0.1:40000 to 127.0.0.1:8080\n  Host: Shop.Test:8080\n\
+         server block at {c}:6\nlocation at {c}:6\nupstream byhost: hash $host$uri\n  $host      \"shop.test\"\n  $uri       \"/h/b\"\n\
+         key \"shop.test/h/b\" (13 bytes)"
+    );
+    assert!(text.starts_with(&want_head), "{text}");
+    let elsewhere = run(&["explain", "--config", c, "--request", "GET /x HTTP/1.0"], b"");
+    let text = String::from_utf8_lossy(&elsewhere.stdout);
+    assert!(text.contains("upstream app: hash $request_uri\n  $request_uri \"/x\"\nkey \"/x\""), "{text}");
+    let json = run(&["explain", "--config", c, "--request", "GET /", "--format", "json"], b"");
+    assert_eq!(json.status.code(), Some(2));
+}

@@ -27,8 +27,21 @@ pub(crate) struct Args {
     #[command(flatten)]
     format: FormatArg,
     /// The keys, explained as consecutive requests to one fresh worker (as `route` reads them).
-    #[arg(required = true, value_name = "KEY")]
+    #[arg(required_unless_present = "request", value_name = "KEY")]
     keys: Vec<OsString>,
+    /// Explain a request instead of a key: its request line (`GET /a?x=1 HTTP/1.1`; the protocol may be left
+    /// out). Shows the server block and location nginx chooses, the upstream, and each part of its key.
+    #[arg(long, value_name = "LINE", conflicts_with = "keys")]
+    request: Option<String>,
+    /// A header line of --request (`Host: shop.example`; repeatable, in order).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", requires = "request")]
+    headers: Vec<String>,
+    /// The client address of --request.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:40000", requires = "request")]
+    client: std::net::SocketAddr,
+    /// The address --request arrives on (default: the first `listen` of the first server).
+    #[arg(long, value_name = "ADDR:PORT", requires = "request")]
+    server_addr: Option<std::net::SocketAddr>,
 }
 
 /// The JSON document of `explain`.
@@ -218,6 +231,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     if format == Format::Csv {
         bail!("explain has no CSV form (its steps are not a table): use --format table or json");
     }
+    if let Some(line) = &args.request {
+        if format == Format::Json {
+            bail!(
+                "explain --request has no JSON form yet: `route --requests` gives a request's key and attempts as JSON"
+            );
+        }
+        return explain_request(args, line);
+    }
     let loaded = args.config.load()?;
     let up = &loaded.upstream;
     let fails = args.failed.in_upstream(up)?;
@@ -252,4 +273,74 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// `explain --request`: where nginx sends the request, how its key is built, then the key's steps.
+fn explain_request(args: &Args, line: &str) -> Result<()> {
+    use nginx_ketama::config::expression::Part;
+    use nginx_ketama::dispatch::{Dispatch, trace};
+    use nginx_ketama::request::Request;
+    let config = args.config.load_config()?;
+    let mut head = line.to_string();
+    if line.split(' ').count() == 2 {
+        head.push_str(" HTTP/1.1");
+    }
+    for h in &args.headers {
+        head.push_str("\r\n");
+        head.push_str(h);
+    }
+    let server = args.server_addr.unwrap_or_else(|| crate::traffic::first_listen(&config));
+    let request = Request::from_head(head.as_bytes(), args.client, server, nginx_ketama::request::Scheme::Http)
+        .map_err(|e| anyhow::anyhow!("--request: {e}"))?;
+    let (dispatched, t) = trace(&config, &request)?;
+    let mut out = BufWriter::new(crate::stdout::stdout());
+    writeln!(out, "request {:?} from {} to {server}", String::from_utf8_lossy(request.line()), args.client)?;
+    for h in request.headers() {
+        writeln!(out, "  {}: {}", String::from_utf8_lossy(&h.name), String::from_utf8_lossy(&h.value))?;
+    }
+    if let Some(at) = &t.server {
+        writeln!(out, "server block at {at}")?;
+    }
+    if let Some(at) = &t.location {
+        writeln!(out, "location at {at}")?;
+    }
+    let (upstream, key) = match dispatched {
+        Dispatch::Hash { upstream, key } => (upstream, key),
+        other => {
+            writeln!(out, "goes: {}", goes(&other))?;
+            out.flush()?;
+            return Ok(());
+        }
+    };
+    let chosen = config.hash_upstream(Some(&upstream))?;
+    writeln!(out, "upstream {upstream}: hash {}", chosen.key)?;
+    for (part, bytes) in &t.key_parts {
+        let value = String::from_utf8_lossy(bytes);
+        match part {
+            Part::Literal(_) => writeln!(out, "  text       {value:?}")?,
+            Part::Variable(name) => writeln!(out, "  ${name:<9} {value:?}")?,
+            Part::Capture(n) => writeln!(out, "  ${n:<9} {value:?}")?,
+        }
+    }
+    let up = chosen.upstream;
+    let fails = args.failed.in_upstream(up)?;
+    let mut worker = Worker::new(up);
+    write!(out, "{}", explain(&mut worker, &key, NOW, fails).render(up))?;
+    out.flush()?;
+    Ok(())
+}
+
+/// Where a request goes when it is not to a hash upstream.
+fn goes(d: &nginx_ketama::dispatch::Dispatch) -> String {
+    use nginx_ketama::dispatch::Dispatch;
+    match d {
+        Dispatch::Return { status } => format!("nginx answers {status} itself (return)"),
+        Dispatch::BadRequest(b) => format!("nginx refuses it: {b}"),
+        Dispatch::NoLocation => "no location matches: nginx answers 404".into(),
+        Dispatch::NoServer(a) => format!("no server listens on {a}"),
+        Dispatch::NotHash { upstream } => format!("upstream \"{upstream}\", which does not hash"),
+        Dispatch::Proxy { url } => format!("proxy_pass {url}, not an upstream block"),
+        Dispatch::NoProxy => "the location serves it itself".into(),
+        other => format!("{other:?}"),
+    }
 }
