@@ -71,7 +71,7 @@ pub const EXPRESSIONS: &[(&str, &str)] = &[
 
 /// The `map` blocks of [`nginx_conf`] (the expressions `map_tenant` and `map_zone`).
 pub const MAPS: &str = "  map $http_x_tenant $tenant { default none; alpha a-pool; Beta b-pool; \\default escaped; \"\" empty-src; }\n\
-  map $host $zone { hostnames; default z0; .shop.test shop; *.eu.shop.test eu; www.shop.* wwwshop; exact.test ex; }\n";
+\x20 map $host $zone { hostnames; default z0; .shop.test shop; *.eu.shop.test eu; www.shop.* wwwshop; exact.test ex; }\n";
 
 /// Modelled variables deliberately left out, with the reason.
 pub const NOT_RECORDED: &[(&str, &str)] = &[(
