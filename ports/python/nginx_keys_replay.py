@@ -16,7 +16,20 @@ from dataclasses import dataclass, field
 import nginx_keys as nk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT = os.path.join(HERE, "..", "..", "vectors", "keys", "v1", "keys.json")
+RELATIVE = os.path.join("vectors", "keys", "v1", "keys.json")
+
+
+def default_path() -> str:
+    """vectors/keys/v1/keys.json of this checkout, else of the current directory or its nearest parent."""
+    for start in (os.path.join(HERE, "..", ".."), os.getcwd()):
+        d = os.path.abspath(start)
+        while True:
+            if os.path.isfile(os.path.join(d, RELATIVE)):
+                return os.path.join(d, RELATIVE)
+            if os.path.dirname(d) == d:
+                break
+            d = os.path.dirname(d)
+    raise FileNotFoundError(f"no {RELATIVE} here or in a parent directory: give the file's path")
 
 
 def _addr(text: str):
@@ -32,7 +45,8 @@ class Result:
     groups: int = 0
 
 
-def replay(path: str = DEFAULT, rules_for=nk.KeyRules.for_version) -> Result:
+def replay(path: str | None = None, rules_for=nk.KeyRules.for_version) -> Result:
+    path = path or default_path()
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     if doc.get("algorithm") != "nginx-http-key" or doc.get("formatVersion") != 1:
@@ -75,7 +89,7 @@ def replay(path: str = DEFAULT, rules_for=nk.KeyRules.for_version) -> Result:
 
 def cli(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    path = argv[0] if argv else DEFAULT
+    path = argv[0] if argv else default_path()
     res = replay(path)
     for m in res.mismatches:
         print(m)
