@@ -120,7 +120,7 @@ def parse_request_line(line: bytes, rules: KeyRules, p: Parsed, merge: bool):
     while i < len(line) and line[i] == 0x20:
         i += 1
     # The version is the last word; the target is what lies between (a space inside the target stays in it
-    # before 1.21.1 when not followed by "H", §12.2.3).
+    # before 1.21.1 when not followed by "H", §12.2 item 3).
     rest = line[i:]
     end = rest.rstrip(b" ")
     j = end.rfind(b" H")
@@ -285,7 +285,7 @@ def parse(req: Request, rules: KeyRules) -> Parsed:
 
 
 def _header(p: Parsed, name: bytes, rules: KeyRules) -> bytes | None:
-    """$http_NAME (§12.4.2): "-" read as "_", case ignored; repeated lines joined since 1.23.0."""
+    """$http_NAME (§12.4 item 2): "-" read as "_", case ignored; repeated lines joined since 1.23.0."""
     want = name.lower().replace(b"-", b"_")
     values = [v for n, v in p.headers if n.replace(b"-", b"_") == want]
     if not values:
@@ -298,7 +298,7 @@ def _header(p: Parsed, name: bytes, rules: KeyRules) -> bytes | None:
 
 
 def _arg(args: bytes, name: bytes) -> bytes | None:
-    """$arg_NAME (§12.4.4): the first NAME= at the start or after "&", caseless; not decoded."""
+    """$arg_NAME (§12.4 item 4): the first NAME= at the start or after "&", caseless; not decoded."""
     for pair in args.split(b"&"):
         if len(pair) > len(name) and pair[:len(name)].lower() == name.lower() and pair[len(name)] == ord("="):
             return pair[len(name) + 1:]
@@ -306,7 +306,7 @@ def _arg(args: bytes, name: bytes) -> bytes | None:
 
 
 def _cookie(p: Parsed, name: bytes, rules: KeyRules) -> bytes | None:
-    """$cookie_NAME (§12.4.3)."""
+    """$cookie_NAME (§12.4 item 3)."""
     seps = b";" if rules.cookie_semicolon_only else b";,"
     name = name.lower()
     for n, line in p.headers:
