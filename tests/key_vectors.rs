@@ -97,7 +97,8 @@ fn library_replays_every_key_vector() {
 #[test]
 fn a_changed_key_rule_fails_the_replay() {
     let file = file();
-    let flips: [(&str, fn(&mut KeyRules), &str); 5] = [
+    type Flip = (&'static str, fn(&mut KeyRules), &'static str);
+    let flips: [Flip; 5] = [
         ("headers_joined", |r| r.headers_joined = !r.headers_joined, "headers@"),
         ("cookie_semicolon_only", |r| r.cookie_semicolon_only = !r.cookie_semicolon_only, "cookies@"),
         ("strict_host", |r| r.strict_host = !r.strict_host, "host@"),
