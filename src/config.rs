@@ -46,6 +46,7 @@ mod error;
 pub mod expression;
 pub mod hostnames;
 mod includes;
+pub mod log_format;
 pub mod maps;
 pub mod sites;
 mod tokens;
@@ -274,6 +275,7 @@ pub struct Config {
     pub proxied: Vec<Proxied>,
     sites: Vec<sites::Site>,
     maps: Vec<maps::Map>,
+    log_formats: Vec<log_format::LogFormat>,
     version: NginxVersion,
 }
 
@@ -328,6 +330,7 @@ impl Config {
             proxied: walk.proxied,
             sites: walk.sites.sites,
             maps: walk.maps.maps,
+            log_formats: walk.log_formats,
             version,
         })
     }
@@ -347,6 +350,14 @@ impl Config {
     /// The `map` blocks of `http { }`, in order (algorithm §12.8).
     pub fn maps(&self) -> &[maps::Map] {
         &self.maps
+    }
+
+    /// The `log_format` named `name`: one of `http { }`, else the predefined `combined`.
+    pub fn log_format(&self, name: &str) -> Option<log_format::LogFormat> {
+        match self.log_formats.iter().find(|f| f.name == name) {
+            Some(f) => Some(f.clone()),
+            None => (name == "combined").then(log_format::LogFormat::combined),
+        }
     }
 
     /// The nginx release whose rules the configuration was read with.

@@ -142,6 +142,51 @@ pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, Dispatch
     Ok(Dispatch::Hash { upstream: up.name.clone(), key })
 }
 
+/// The built-in variables a key expression reads in `config`: its own, and through the `map` blocks and
+/// `set` values it reads, transitively (what a request must carry for its key to be computed).
+pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
+    fn sets<'a>(rewrites: &'a [Rewrite], locations: &'a [LocationBlock], out: &mut Vec<(&'a str, &'a [u8])>) {
+        for r in rewrites {
+            if let Rewrite::Set { variable, value } = r {
+                out.push((variable, value));
+            }
+        }
+        for l in locations {
+            sets(&l.rewrites, &l.nested, out);
+        }
+    }
+    let mut set_values = Vec::new();
+    for site in config.sites() {
+        sets(&site.rewrites, &site.locations, &mut set_values);
+    }
+    let maps = config.maps();
+    let (mut seen, mut out) = (Vec::<String>::new(), Vec::new());
+    let mut todo: Vec<String> = expr.variables().map(str::to_string).collect();
+    while let Some(v) = todo.pop() {
+        if seen.contains(&v) {
+            continue;
+        }
+        seen.push(v.clone());
+        let mut derived = false;
+        if let Some(m) = maps.iter().rev().find(|m| m.variable == v) {
+            let values = m.keys.iter().map(|(_, e)| e).chain(m.default.as_ref());
+            todo.extend(m.source.variables().chain(values.flat_map(|e| e.variables())).map(str::to_string));
+            derived = true;
+        }
+        for (_, value) in set_values.iter().filter(|(n, _)| *n == v) {
+            if let Ok(e) = Expression::parse(value) {
+                todo.extend(e.variables().map(str::to_string));
+            }
+            derived = true;
+        }
+        if !derived {
+            out.push(v);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Every variable a `set` in the server or its locations defines.
 fn set_names(site: &Site) -> Vec<String> {
     fn walk(rewrites: &[Rewrite], locations: &[LocationBlock], out: &mut Vec<String>) {

@@ -59,6 +59,7 @@
 // One module-file convention: `name.rs` beside a `name/` folder of its children, never `name/mod.rs`.
 #![deny(clippy::mod_module_files)]
 
+pub mod access_log;
 pub mod analysis;
 pub mod config;
 pub mod dispatch;

@@ -148,6 +148,8 @@ pub(crate) struct Walk<'o> {
     pub(crate) sites: super::sites::Builder,
     /// The `map` blocks of `http { }`.
     pub(crate) maps: super::maps::Builder,
+    /// The `log_format`s of `http { }`.
+    pub(crate) log_formats: Vec<super::log_format::LogFormat>,
     pub(crate) warnings: Vec<Warning>,
     pub(crate) proxied: Vec<Proxied>,
     /// Every file read from disk, in the order read.
@@ -173,6 +175,7 @@ impl<'o> Walk<'o> {
             upstreams: Vec::new(),
             sites: super::sites::Builder::default(),
             maps: super::maps::Builder::default(),
+            log_formats: Vec::new(),
             warnings: Vec::new(),
             proxied: Vec::new(),
             files: Vec::new(),
@@ -520,6 +523,11 @@ impl<'o> Walk<'o> {
                 let r = self.enter(lx, Ctx::Map, at);
                 self.maps.close();
                 r?;
+            }
+            (Ctx::Http, b"log_format") => {
+                if let Some(f) = super::log_format::LogFormat::directive(&args[1..], at) {
+                    self.log_formats.push(f);
+                }
             }
             (_, b"split_clients") => {
                 count(n == 2)?;

@@ -51,6 +51,16 @@ pub(crate) struct ConfigArgs {
 }
 
 impl ConfigArgs {
+    /// Reads the configuration (its warnings go to stderr), every upstream of it.
+    pub(crate) fn load_config(&self) -> Result<Config> {
+        let options = load_options(&self.resolve, &self.fragment, self.nginx_version, self.libc);
+        let config = Config::load(&self.config, &options)?;
+        for w in &config.warnings {
+            eprintln!("nginx-ketama: [warn] {w}");
+        }
+        Ok(config)
+    }
+
     /// Reads the configuration (its warnings go to stderr) and takes the upstream `--upstream` names.
     pub(crate) fn load(&self) -> Result<Loaded> {
         let options = load_options(&self.resolve, &self.fragment, self.nginx_version, self.libc);

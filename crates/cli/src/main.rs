@@ -26,6 +26,7 @@ mod resolve_hosts;
 mod ring;
 mod route;
 mod schema;
+mod traffic;
 
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io::{ErrorKind, Write};

@@ -1,9 +1,11 @@
-//! `nginx-ketama route`: keys from stdin as consecutive requests to one fresh worker, one JSON line each.
+//! `nginx-ketama route`: keys from stdin as consecutive requests to one fresh worker, one JSON line each; or
+//! requests (`--requests`, `--log`), each sent where nginx sends it and hashed by that upstream's key.
 
 use crate::args::{ConfigArgs, Failed};
 use crate::lines::{self, BoundedLines};
 use crate::render::key_text;
 use crate::schema::{self, Schema};
+use crate::traffic::Traffic;
 use anyhow::Result;
 use nginx_ketama::Worker;
 use std::borrow::Cow;
@@ -20,6 +22,8 @@ pub(crate) struct Args {
     config: ConfigArgs,
     #[command(flatten)]
     failed: Failed,
+    #[command(flatten)]
+    traffic: Traffic,
 }
 
 /// One line of `route` output, fields in the documented order.
@@ -35,6 +39,9 @@ struct RouteLine<'a> {
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
+    if args.traffic.given() {
+        return requests(args);
+    }
     let loaded = args.config.load()?;
     let upstream = &loaded.upstream;
     let fails = args.failed.in_upstream(upstream)?;
@@ -62,5 +69,106 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// One line of `route --requests`/`--log` output (`nginx-ketama/route-request/v1`).
+#[derive(serde::Serialize)]
+struct RequestLine<'a> {
+    schema: Schema,
+    line: u64,
+    request: Cow<'a, str>,
+    #[serde(flatten)]
+    goes: Goes<'a>,
+}
+
+/// Where a request goes.
+#[derive(serde::Serialize)]
+#[serde(tag = "goes", rename_all = "kebab-case")]
+enum Goes<'a> {
+    /// To a hash upstream: its pick.
+    Hash {
+        upstream: &'a str,
+        key: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        key_hex: Option<String>,
+        server: Option<&'a str>,
+        fallback: Option<&'a str>,
+        attempts: Vec<&'a str>,
+    },
+    /// Answered by nginx itself (`return`, a 400, no location): the status.
+    Answered { status: u16, why: String },
+    /// Elsewhere: another balancer, a URL, files.
+    Elsewhere { why: String },
+    /// Not computed: something on its way is not modelled.
+    NotModelled { why: String },
+}
+
+fn requests(args: &Args) -> Result<()> {
+    use nginx_ketama::dispatch::{Dispatch, dispatch};
+    let config = args.config.load_config()?;
+    let mut input = args.traffic.open(&config)?;
+    let mut workers: Vec<(String, Worker<'_>)> = Vec::new();
+    let mut out = BufWriter::new(crate::stdout::stdout());
+    let (mut read, mut bad) = (0u64, 0u64);
+    while let Some(item) = input.next()? {
+        read += 1;
+        let request = match item.request {
+            Ok(r) => r,
+            Err(why) => {
+                bad += 1;
+                let msg = format!("{}:{}: {why}", input.path.display(), item.line);
+                if args.traffic.strict {
+                    anyhow::bail!(msg);
+                }
+                eprintln!("nginx-ketama: {msg}");
+                continue;
+            }
+        };
+        let (request_text, _) = key_text(request.line());
+        let goes = match dispatch(&config, &request) {
+            Ok(Dispatch::Hash { upstream, key }) => {
+                let up = config.hash_upstream(Some(&upstream))?.upstream;
+                let fails = args.failed.in_upstream(up)?;
+                let i = match workers.iter().position(|(n, _)| *n == upstream) {
+                    Some(i) => i,
+                    None => {
+                        workers.push((upstream.clone(), Worker::new(up)));
+                        workers.len() - 1
+                    }
+                };
+                let outcome = workers[i].1.request(&key, NOW, fails);
+                let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| up.peer(id).server().as_str()).collect();
+                let (text, key_hex) = key_text(&key);
+                let name = up.name();
+                Goes::Hash {
+                    upstream: name,
+                    key: Cow::Owned(text.into_owned()),
+                    key_hex,
+                    server: attempts.first().copied(),
+                    fallback: outcome.round_robin.then_some("round-robin"),
+                    attempts,
+                }
+            }
+            Ok(Dispatch::Return { status }) => Goes::Answered { status, why: "return".into() },
+            Ok(Dispatch::BadRequest(b)) => Goes::Answered { status: b.status().unwrap_or(400), why: b.to_string() },
+            Ok(Dispatch::NoLocation) => Goes::Answered { status: 404, why: "no location matches".into() },
+            Ok(Dispatch::NoServer(addr)) => Goes::Elsewhere { why: format!("no server listens on {addr}") },
+            Ok(Dispatch::NotHash { upstream }) => {
+                Goes::Elsewhere { why: format!("upstream \"{upstream}\" does not hash") }
+            }
+            Ok(Dispatch::Proxy { url }) => Goes::Elsewhere { why: format!("proxy_pass {url}") },
+            Ok(Dispatch::NoProxy) => Goes::Elsewhere { why: "the location serves it itself".into() },
+            Ok(other) => Goes::Elsewhere { why: format!("{other:?}") },
+            Err(e) => Goes::NotModelled { why: e.to_string() },
+        };
+        let line = RequestLine { schema: schema::ROUTE_REQUEST, line: item.line, request: request_text, goes };
+        serde_json::to_writer(&mut out, &line).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    if bad > 0 {
+        eprintln!("nginx-ketama: {bad} of {read} lines of {} could not be read as requests", input.path.display());
+    }
     Ok(())
 }

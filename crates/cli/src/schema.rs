@@ -9,6 +9,8 @@ pub(crate) struct Schema(&'static str);
 
 /// Each line of `route`.
 pub(crate) const ROUTE: Schema = Schema("nginx-ketama/route/v1");
+/// Each line of `route --requests`/`--log`.
+pub(crate) const ROUTE_REQUEST: Schema = Schema("nginx-ketama/route-request/v1");
 /// `explain --format json`.
 pub(crate) const EXPLAIN: Schema = Schema("nginx-ketama/explain/v1");
 /// `share --format json`.

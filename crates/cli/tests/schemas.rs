@@ -53,6 +53,25 @@ fn outputs() -> Vec<(String, Value)> {
     one(&["compare", "--config", a, "--against", "md5-vnodes", "--samples", "2000", "--keys", keys]);
     one(&["compare", "--config", a, "--against", "haproxy@3.0.11:crc32", "--samples", "2000"]);
     one(&["compare", "--config", a, "--against", "apisix"]);
+    // Requests that reach the upstream, that nginx answers itself, and that go elsewhere.
+    let sites = TempFile::new(
+        "sites.conf",
+        CONSISTENT.replace(
+            "\n}\n",
+            "\n upstream rr { server 127.0.0.1:1; }\n server { listen 80; server_name s.test; location / { proxy_pass http://app; } \
+             location = /204 { return 204; } location /rr/ { proxy_pass http://rr; } }\n}\n",
+        ),
+    );
+    let requests = TempFile::new(
+        "requests.jsonl",
+        "{\"target\":\"/a?k=1\",\"headers\":[[\"Host\",\"s.test\"]]}\n{\"target\":\"/a?k=%ff\",\"headers\":[[\"Host\",\"s.test\"]]}\n\
+         {\"target\":\"/204\",\"headers\":[[\"Host\",\"s.test\"]]}\n{\"target\":\"/rr/\",\"headers\":[[\"Host\",\"s.test\"]]}\n\
+         {\"target\":\"/b\"}\n",
+    );
+    let text = stdout(&["route", "--config", sites.to_str().unwrap(), "--requests", requests.to_str().unwrap()], b"");
+    for line in text.lines() {
+        docs.push(("route --requests".to_string(), serde_json::from_str(line).unwrap()));
+    }
     for c in [a, p] {
         let text = stdout(&["route", "--config", c, "--failed", "127.0.0.1:9003"], b"k0\n\n\xff\xfe\nk4\n");
         for line in text.lines() {
@@ -69,7 +88,8 @@ fn every_json_output_follows_the_schema_it_names() {
         eprintln!("{command}");
         named.insert(schemas::check(&doc));
     }
-    let offline = ["route", "explain", "share", "diff", "forge", "compare"].map(|o| format!("nginx-ketama/{o}/v1"));
+    let offline = ["route", "route-request", "explain", "share", "diff", "forge", "compare"]
+        .map(|o| format!("nginx-ketama/{o}/v1"));
     assert_eq!(named, offline.into_iter().collect());
 }
 
