@@ -15,6 +15,7 @@
 //!   steps) for a few recorded groups, derived by the reference ring and anchored to nginx's answers;
 //! * [`replay`](mod@replay): the offline replay against a `Model` (the library's `Worker`, or a deliberately broken one
 //!   in tests);
+//! * [`keys`]: the key vectors (`vectors/keys/v1/keys.json`): key bytes per request and release;
 //! * [`update`]: `nginx-ketama record-vectors`, the one command that writes records and fixtures.
 //!
 //! Only `scripts/record-vectors` writes records; the fixtures are regenerated from records by the same
@@ -25,6 +26,7 @@ pub mod capture;
 pub mod fixtures;
 pub mod groups;
 pub mod intermediate;
+pub mod keys;
 pub mod record_file;
 pub mod replay;
 pub mod snapshots;

@@ -3,6 +3,8 @@
 //! on its stdin, and the binomial intervals the statistical tests judge samples with. Test support, not
 //! stable API.
 
+pub mod schema;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
