@@ -22,6 +22,7 @@
 use crate::config::expression::Part;
 use crate::config::log_format::{Escape, LogFormat};
 use crate::request::{Request, Scheme};
+use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Why a log line cannot be read.
@@ -63,10 +64,11 @@ pub enum LogLineError {
     NoRequestLine,
 }
 
-/// One parsed line: each variable of the format and its value (`None`: logged as not found).
+/// One parsed line: each variable of the format and its value (`None`: logged as not found), borrowed from
+/// the format and the line where no escape had to be undone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogLine {
-    values: Vec<(String, Option<Vec<u8>>)>,
+pub struct LogLine<'a> {
+    values: Vec<(&'a str, Option<Cow<'a, [u8]>>)>,
 }
 
 /// What a request needs that a log line may not say.
@@ -87,20 +89,20 @@ impl Default for Defaults {
     }
 }
 
-impl LogLine {
+impl<'a> LogLine<'a> {
     /// Reads `line` (without its line end) as `format` wrote it.
     ///
     /// # Errors
     ///
     /// [`LogLineError::Shape`] when the line does not fit the format, [`LogLineError::Adjacent`] for a
     /// format that cannot be read back.
-    pub fn parse(format: &LogFormat, line: &[u8]) -> Result<LogLine, LogLineError> {
+    pub fn parse(format: &'a LogFormat, line: &'a [u8]) -> Result<LogLine<'a>, LogLineError> {
         let parts = format.format.parts();
         let mut values = Vec::new();
         let mut at = 0;
-        let name_of = |p: &Part| match p {
-            Part::Variable(v) => Some(v.clone()),
-            Part::Capture(n) => Some(n.to_string()),
+        let name_of = |p: &'a Part| match p {
+            Part::Variable(v) => Some(v.as_str()),
+            Part::Capture(_) => Some("capture"),
             Part::Literal(_) => None,
         };
         for (i, part) in parts.iter().enumerate() {
@@ -128,8 +130,8 @@ impl LogLine {
                 Some(other) => {
                     return Err(LogLineError::Adjacent {
                         format: format.name.clone(),
-                        first: name,
-                        second: name_of(other).unwrap_or_default(),
+                        first: name.to_string(),
+                        second: name_of(other).unwrap_or_default().to_string(),
                     });
                 }
             };
@@ -149,7 +151,7 @@ impl LogLine {
     /// A variable's value (the first, if the format writes it twice); `None` when it was logged as not
     /// found or the format does not have it.
     pub fn value(&self, name: &str) -> Option<&[u8]> {
-        self.values.iter().find(|(n, _)| n == name).and_then(|(_, v)| v.as_deref())
+        self.values.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref())
     }
 
     /// The request the line records: the request line from `$request` (else `$request_method
@@ -180,12 +182,12 @@ impl LogLine {
             header(b"Host", host);
         }
         for (name, value) in &self.values {
-            let Some(value) = value else { continue };
+            let Some(value) = value.as_deref() else { continue };
             if let Some(h) = name.strip_prefix("http_")
                 && h != "host"
             {
                 header(h.replace('_', "-").as_bytes(), value);
-            } else if name == "content_type" && self.value("http_content_type").is_none() {
+            } else if *name == "content_type" && self.value("http_content_type").is_none() {
                 header(b"Content-Type", value);
             }
         }
@@ -256,8 +258,18 @@ pub fn missing(format: &LogFormat, needed: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The first occurrence of `needle` (not empty) in `hay`.
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+    let (&first, rest) = needle.split_first()?;
+    let mut from = 0;
+    while let Some(p) = hay[from..].iter().position(|&c| c == first) {
+        let at = from + p;
+        if hay[at + 1..].starts_with(rest) {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
 }
 
 fn hex(c: u8) -> Option<u8> {
@@ -267,16 +279,24 @@ fn hex(c: u8) -> Option<u8> {
 /// A value as written back into its bytes; `None` for a value not found: `-` in the default escaping,
 /// nothing with `escape=json` and `escape=none`. Both are ambiguous — a header sent as `-`, or sent empty,
 /// reads as absent.
-fn unescape(v: &[u8], escape: Escape) -> Option<Vec<u8>> {
+fn unescape(v: &[u8], escape: Escape) -> Option<Cow<'_, [u8]>> {
     if v.is_empty() && escape != Escape::Default {
         return None;
     }
+    if escape == Escape::Default && v == b"-" {
+        return None;
+    }
+    if escape == Escape::None || !v.contains(&b'\\') {
+        return Some(Cow::Borrowed(v));
+    }
+    Some(Cow::Owned(unescape_owned(v, escape)))
+}
+
+/// Undoes the escapes of a value that has a backslash.
+fn unescape_owned(v: &[u8], escape: Escape) -> Vec<u8> {
     match escape {
-        Escape::None => Some(v.to_vec()),
+        Escape::None => v.to_vec(),
         Escape::Default => {
-            if v == b"-" {
-                return None;
-            }
             let mut out = Vec::with_capacity(v.len());
             let mut i = 0;
             while i < v.len() {
@@ -291,7 +311,7 @@ fn unescape(v: &[u8], escape: Escape) -> Option<Vec<u8>> {
                 out.push(v[i]);
                 i += 1;
             }
-            Some(out)
+            out
         }
         Escape::Json => {
             let mut out = Vec::with_capacity(v.len());
@@ -327,7 +347,7 @@ fn unescape(v: &[u8], escape: Escape) -> Option<Vec<u8>> {
                 out.push(v[i]);
                 i += 1;
             }
-            Some(out)
+            out
         }
     }
 }

@@ -90,7 +90,7 @@ pub enum DispatchError {
 /// [`DispatchError::Unmodelled`] naming what is not modelled on the way (a regular-expression location or
 /// server name, `proxy_pass` with variables); [`DispatchError::Key`] for a key variable not modelled.
 pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, DispatchError> {
-    trace(config, request).map(|(d, _)| d)
+    Dispatcher::new(config).dispatch(request)
 }
 
 /// How a request was dispatched: the server block and location chosen, and for a hash upstream each part
@@ -111,12 +111,67 @@ pub struct Trace {
 ///
 /// As [`dispatch`].
 pub fn trace(config: &Config, request: &Request) -> Result<(Dispatch, Trace), DispatchError> {
-    let mut trace = Trace::default();
-    let d = dispatch_into(config, request, &mut trace)?;
-    Ok((d, trace))
+    Dispatcher::new(config).trace(request)
 }
 
-fn dispatch_into(config: &Config, request: &Request, trace: &mut Trace) -> Result<Dispatch, DispatchError> {
+/// [`dispatch`] for many requests under one configuration: what does not depend on the request (the
+/// machine's host name, the variables `set` defines, each upstream's parsed key) is worked out once.
+#[derive(Debug)]
+pub struct Dispatcher<'c> {
+    config: &'c Config,
+    hostname: Vec<u8>,
+    set_variables: Vec<String>,
+    /// Each upstream's key expression, parsed (`None` for other balancers), in `config.upstreams` order.
+    keys: Vec<Option<Result<Expression, String>>>,
+}
+
+impl<'c> Dispatcher<'c> {
+    /// Prepares to dispatch requests under `config`.
+    pub fn new(config: &'c Config) -> Dispatcher<'c> {
+        let keys = config
+            .upstreams
+            .iter()
+            .map(|u| match &u.balancer {
+                Balancer::Hash { key, .. } => Some(Expression::parse(key.as_bytes()).map_err(|e| e.to_string())),
+                _ => None,
+            })
+            .collect();
+        Dispatcher {
+            config,
+            hostname: key::local_hostname(),
+            set_variables: config.sites().iter().flat_map(set_names).collect(),
+            keys,
+        }
+    }
+
+    /// Where `request` goes.
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`].
+    pub fn dispatch(&self, request: &Request) -> Result<Dispatch, DispatchError> {
+        dispatch_into(self, request, None)
+    }
+
+    /// Where `request` goes, and how.
+    ///
+    /// # Errors
+    ///
+    /// As [`dispatch`].
+    pub fn trace(&self, request: &Request) -> Result<(Dispatch, Trace), DispatchError> {
+        let mut trace = Trace::default();
+        let d = dispatch_into(self, request, Some(&mut trace))?;
+        Ok((d, trace))
+    }
+}
+
+/// Where `request` goes; with `trace`, how (the key built part by part).
+fn dispatch_into(
+    d: &Dispatcher<'_>,
+    request: &Request,
+    mut trace: Option<&mut Trace>,
+) -> Result<Dispatch, DispatchError> {
+    let config = d.config;
     let rules = config.version().key_rules();
     let candidates = listeners(config.sites(), request.server());
     let Some(default) = default_site(&candidates) else { return Ok(Dispatch::NoServer(request.server())) };
@@ -128,13 +183,13 @@ fn dispatch_into(config: &Config, request: &Request, trace: &mut Trace) -> Resul
         Some(host) => by_name(&candidates, host)?.unwrap_or(default),
         None => default,
     };
-    trace.server = Some(site.at.clone());
-    let hostname = key::local_hostname();
-    let set_variables: Vec<String> = config.sites().iter().flat_map(set_names).collect();
+    if let Some(t) = trace.as_deref_mut() {
+        t.server = Some(site.at.clone());
+    }
     let ctx = key::Context {
         maps: config.maps(),
-        set_variables: &set_variables,
-        ..key::Context::new(rules, site.server_name(), &hostname)
+        set_variables: &d.set_variables,
+        ..key::Context::new(rules, site.server_name(), &d.hostname)
     };
     let mut eval = key::Evaluation::new(&parsed, &ctx);
     // NGX_HTTP_SERVER_REWRITE_PHASE, then the location's NGX_HTTP_REWRITE_PHASE.
@@ -142,7 +197,9 @@ fn dispatch_into(config: &Config, request: &Request, trace: &mut Trace) -> Resul
         return Ok(Dispatch::Return { status });
     }
     let Some(location) = find_location(&site.locations, parsed.uri())? else { return Ok(Dispatch::NoLocation) };
-    trace.location = Some(location.at.clone());
+    if let Some(t) = trace.as_deref_mut() {
+        t.location = Some(location.at.clone());
+    }
     if let Some(status) = rewrite(&location.rewrites, &mut eval)? {
         return Ok(Dispatch::Return { status });
     }
@@ -162,14 +219,20 @@ fn dispatch_into(config: &Config, request: &Request, trace: &mut Trace) -> Resul
     let up = config
         .upstreams
         .iter()
-        .find(|u| u.context == UpstreamContext::Http && u.name.as_bytes().eq_ignore_ascii_case(name));
-    let Some(up) = up else { return Ok(Dispatch::Proxy { url: String::from_utf8_lossy(url).into_owned() }) };
-    let Balancer::Hash { key: expr, .. } = &up.balancer else {
+        .position(|u| u.context == UpstreamContext::Http && u.name.as_bytes().eq_ignore_ascii_case(name));
+    let Some(i) = up else { return Ok(Dispatch::Proxy { url: String::from_utf8_lossy(url).into_owned() }) };
+    let up = &config.upstreams[i];
+    let Some(expr) = &d.keys[i] else {
         return Ok(Dispatch::NotHash { upstream: up.name.clone() });
     };
-    let expr = Expression::parse(expr.as_bytes()).map_err(|e| DispatchError::Unmodelled(e.to_string()))?;
-    trace.key_parts = eval.evaluate_parts(&expr)?;
-    let key = trace.key_parts.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+    let expr = expr.as_ref().map_err(|e| DispatchError::Unmodelled(e.clone()))?;
+    let key = match trace {
+        Some(t) => {
+            t.key_parts = eval.evaluate_parts(expr)?;
+            t.key_parts.iter().flat_map(|(_, v)| v.iter().copied()).collect()
+        }
+        None => eval.evaluate(expr)?,
+    };
     Ok(Dispatch::Hash { upstream: up.name.clone(), key })
 }
 

@@ -132,8 +132,9 @@ enum Goes<'a> {
 }
 
 fn requests(args: &Args) -> Result<()> {
-    use nginx_ketama::dispatch::{Dispatch, dispatch};
+    use nginx_ketama::dispatch::{Dispatch, Dispatcher};
     let config = args.config.load_config()?;
+    let dispatcher = Dispatcher::new(&config);
     let mut input = args.traffic.open(&config)?;
     let mut workers: Vec<(String, Worker<'_>)> = Vec::new();
     let mut out = BufWriter::new(crate::stdout::stdout());
@@ -153,7 +154,7 @@ fn requests(args: &Args) -> Result<()> {
             }
         };
         let (request_text, _) = key_text(request.line());
-        let goes = match dispatch(&config, &request) {
+        let goes = match dispatcher.dispatch(&request) {
             Ok(Dispatch::Hash { upstream, key }) => {
                 let up = config.hash_upstream(Some(&upstream))?.upstream;
                 let fails = args.failed.in_upstream(up)?;

@@ -244,13 +244,14 @@ pub(crate) fn keys<T>(
     sides: &[(&Config, &str)],
     count: impl FnOnce(&mut dyn Iterator<Item = Vec<Vec<u8>>>) -> T,
 ) -> Result<T> {
-    use nginx_ketama::dispatch::{Dispatch, dispatch};
+    use nginx_ketama::dispatch::{Dispatch, Dispatcher};
     use std::io::IsTerminal;
     let mut inputs = Vec::new();
     for (config, _) in sides {
         inputs.push(traffic.open(config)?);
     }
     let mut input = inputs.swap_remove(0);
+    let dispatchers: Vec<Dispatcher<'_>> = sides.iter().map(|(c, _)| Dispatcher::new(c)).collect();
     let path = input.path.clone();
     let mut tally = Tally::default();
     let mut error = None;
@@ -283,8 +284,8 @@ pub(crate) fn keys<T>(
                 }
             };
             let mut keys = Vec::with_capacity(sides.len());
-            for (config, upstream) in sides {
-                match dispatch(config, &request) {
+            for (dispatcher, (_, upstream)) in dispatchers.iter().zip(sides) {
+                match dispatcher.dispatch(&request) {
                     Ok(Dispatch::Hash { upstream: u, key }) if u.eq_ignore_ascii_case(upstream) => keys.push(key),
                     _ => break,
                 }
