@@ -17,7 +17,7 @@
 //!   whatever the surrounding file would add or forbid is not seen.
 //!
 //! Outside `upstream { }` the reader checks names, contexts, blocks, how many arguments each directive has
-//! and whether it may repeat, but not the arguments' values; the acceptance suite (`tests/config_acceptance.rs`) measures what
+//! and whether it may repeat, but not the arguments' values; the acceptance suite (`tests/config_acceptance_live.rs`) measures what
 //! remains.
 //!
 //! # Example

@@ -1,7 +1,7 @@
 //! The config reader's retry rules (algorithm §5.1, §7): `*_next_upstream`, `_tries` and `_timeout` per
 //! place that proxies to a hash upstream, with nginx's inheritance (a block that sets a directive replaces
 //! its parent's value; several `*_next_upstream` lines in one block add up; `off` is alone), nginx's
-//! messages for bad values (the same messages are checked against `nginx -t` in `config_acceptance.rs`),
+//! messages for bad values (the same messages are checked against `nginx -t` in `config_acceptance_live.rs`),
 //! and `keepalive` before `hash` (algorithm §2.3).
 
 use nginx_ketama::NginxVersion;

@@ -1,5 +1,5 @@
 //! How often the popular MD5 answers disagree with nginx. The library is checked against nginx elsewhere
-//! (crates/cli/tests/live.rs, tests/golden.rs); here its answers stand for nginx's, anchored on keys nginx itself routed
+//! (crates/cli/tests/verify_live.rs, tests/golden.rs); here its answers stand for nginx's, anchored on keys nginx itself routed
 //! (docs/nginx-algorithm.md §11 A).
 
 use nginx_ketama::md5_variants::{LibketamaRing, Md5VnodeRing};

@@ -3,7 +3,7 @@
 //! hash, failing servers, `--keys`, sampled comparisons, keys that are not UTF-8), are validated against
 //! the files with a JSON Schema validator. The schemas are closed (`additionalProperties: false` on every
 //! object), so a field added to an output without its schema fails here. (The mismatch file's lines are
-//! checked where a live run writes them, in `cli_io.rs`; the verify report in `report.rs`.)
+//! checked where a live run writes them, in `cli_io.rs`; the verify report in `report_live.rs`.)
 
 #[path = "support/schemas.rs"]
 mod schemas;
