@@ -10,8 +10,7 @@ use nginx_ketama::access_log::{Defaults, LogLine};
 use nginx_ketama::config::expression::Expression;
 use nginx_ketama::config::{Config, LoadOptions};
 use nginx_ketama::key::{self, Context, Evaluation};
-use nginx_ketama_harness::nginx::install::Installation;
-use nginx_ketama_harness::testkit::{report, skip};
+use nginx_ketama_harness::testkit::{provisioned_or_skip, report};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
@@ -59,12 +58,7 @@ fn lines(path: &std::path::Path) -> Vec<Vec<u8>> {
 
 #[test]
 fn keys_from_access_logs_match_live_nginx() {
-    let root = Installation::default_root();
-    let installs = Installation::discover(&root);
-    if installs.is_empty() {
-        skip(&format!("access_log_live: no nginx under {} — run scripts/provision-nginx", root.display()));
-        return;
-    }
+    let Some(installs) = provisioned_or_skip() else { return };
     let http = HTTP.replace("@KEY@", KEY).replace("@COMBINED_KEY@", COMBINED_KEY);
     let mut mismatches = Vec::new();
     let mut checked = 0;

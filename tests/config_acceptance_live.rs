@@ -719,16 +719,9 @@ struct Tally {
 
 #[test]
 fn config_acceptance_matches_nginx() {
-    let root = Installation::default_root();
     // The directive tables are probed from Debian's builds (glibc); the musl build leaves modules out.
-    let installs: Vec<Installation> =
-        Installation::discover(&root).into_iter().filter(|i| i.libc == nginx_ketama::Libc::Glibc).collect();
-    if installs.is_empty() {
-        let why = format!("no nginx under {} — run scripts/provision-nginx", root.display());
-        assert!(std::env::var("NGINX_PARITY").map_or(true, |v| v != "require"), "NGINX_PARITY=require but {why}");
-        report(&format!("SKIP: config_acceptance: {why} (set NGINX_PARITY=require to make this a failure)"));
-        return;
-    }
+    let Some(all) = nginx_ketama_harness::testkit::provisioned_or_skip() else { return };
+    let installs: Vec<Installation> = all.into_iter().filter(|i| i.libc == nginx_ketama::Libc::Glibc).collect();
     let mut all = cases();
     let real = real_world();
     let generated = all.len();

@@ -18,16 +18,11 @@ use nginx_ketama_harness::nginx::install::Installation;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use nginx_ketama_harness::testkit::{report, skip, snapshot_settings};
+use nginx_ketama_harness::testkit::{provisioned_or_skip, report, skip, snapshot_settings};
 
 #[test]
 fn live_nginx_still_produces_the_snapshots() {
-    let root = Installation::default_root();
-    let installs = Installation::discover(&root);
-    if installs.is_empty() {
-        skip(&format!("golden_live: no nginx under {} — run scripts/provision-nginx", root.display()));
-        return;
-    }
+    let Some(installs) = provisioned_or_skip() else { return };
     let _lock = lock_catalog().expect("catalog lock");
     let date = utc_today();
     let settings = snapshot_settings();

@@ -8,17 +8,12 @@ use nginx_ketama_harness::golden::keys::{key_vectors_path, load, record, render}
 use nginx_ketama_harness::golden::utc_today;
 use nginx_ketama_harness::nginx::install::Installation;
 use nginx_ketama_harness::repo_root;
-use nginx_ketama_harness::testkit::{report, skip};
+use nginx_ketama_harness::testkit::{provisioned_or_skip, report};
 use std::collections::BTreeSet;
 
 #[test]
 fn recording_twice_gives_the_committed_bytes() {
-    let root = Installation::default_root();
-    let installs = Installation::discover(&root);
-    if installs.is_empty() {
-        skip(&format!("key_vectors_live: no nginx under {} — run scripts/provision-nginx", root.display()));
-        return;
-    }
+    let Some(installs) = provisioned_or_skip() else { return };
     let path = key_vectors_path(&repo_root());
     let committed = load(&path).expect("vectors/keys/v1/keys.json");
     let today = utc_today();

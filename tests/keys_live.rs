@@ -12,7 +12,7 @@ use nginx_ketama::config::expression::Expression;
 use nginx_ketama::key::{self, Context};
 use nginx_ketama::request::{Request, Scheme};
 use nginx_ketama_harness::nginx::install::Installation;
-use nginx_ketama_harness::testkit::{report, skip};
+use nginx_ketama_harness::testkit::{provisioned_or_skip, report};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -216,12 +216,7 @@ fn cases() -> Vec<(bool, Vec<u8>)> {
 
 #[test]
 fn library_keys_match_live_nginx() {
-    let root = Installation::default_root();
-    let installs = Installation::discover(&root);
-    if installs.is_empty() {
-        skip(&format!("keys_live: no nginx under {} — run scripts/provision-nginx", root.display()));
-        return;
-    }
+    let Some(installs) = provisioned_or_skip() else { return };
     let mut mismatches = Vec::new();
     let mut checked = 0;
     for install in &installs {
@@ -363,12 +358,7 @@ fn start_with(install: &Installation, conf: &str, dir: tempfile::TempDir, ports:
 fn dispatch_matches_live_nginx() {
     use nginx_ketama::config::{Config, LoadOptions};
     use nginx_ketama::dispatch::{Dispatch, dispatch};
-    let root = Installation::default_root();
-    let installs = Installation::discover(&root);
-    if installs.is_empty() {
-        skip(&format!("keys_live: no nginx under {} — run scripts/provision-nginx", root.display()));
-        return;
-    }
+    let Some(installs) = provisioned_or_skip() else { return };
     let requests: Vec<(bool, String)> = [
         (true, "GET / HTTP/1.1\r\nHost: a.test\r\n"),
         (true, "GET /x HTTP/1.1\r\nHost: ALIAS.test:99\r\n"),

@@ -15,10 +15,9 @@ use nginx_ketama::analysis::{Diff, HASH_SPACE, Pick, PickMap, Share};
 use nginx_ketama::{Method, Server};
 use nginx_ketama_harness::catalog;
 use nginx_ketama_harness::nginx::build::Build;
-use nginx_ketama_harness::nginx::install::Installation;
 use nginx_ketama_harness::run::parity;
 use nginx_ketama_harness::site::topology::{ServerLine, Topology};
-use nginx_ketama_harness::testkit::{report, skip, wilson_z};
+use nginx_ketama_harness::testkit::{report, wilson_z};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 
@@ -26,14 +25,8 @@ const KEYS: u64 = 200_000;
 const Z: f64 = 4.5;
 
 fn latest_local() -> Option<Build> {
-    let found = Installation::discover(&Installation::default_root());
-    match found.last() {
-        Some(install) => Some(Build::Local(install.clone())),
-        None => {
-            skip("no provisioned nginx — run scripts/provision-nginx");
-            None
-        }
-    }
+    let found = nginx_ketama_harness::testkit::provisioned_or_skip()?;
+    found.last().map(|install| Build::Local(install.clone()))
 }
 
 /// `n` server lines `127.77.0.i:2100i` with weights 1–3; `dead` ones refuse connections.

@@ -125,11 +125,7 @@ fn step(scratch: &Scratch, path: &str, env: &[(&str, String)], bash: &[&str], sc
 
 /// What the checks need, or a skip: the provisioned builds, root for the namespaces, git.
 fn ready() -> Option<PathBuf> {
-    let root = Installation::default_root();
-    if Installation::discover(&root).is_empty() {
-        skip("no provisioned nginx (scripts/provision-nginx)");
-        return None;
-    }
+    nginx_ketama_harness::testkit::provisioned_or_skip()?;
     if !nginx_ketama_harness::nginx::netns::available() {
         skip("not root: no private namespaces for verify --config");
         return None;
@@ -138,7 +134,7 @@ fn ready() -> Option<PathBuf> {
         skip("no git");
         return None;
     }
-    Some(std::fs::canonicalize(root).unwrap())
+    Some(std::fs::canonicalize(Installation::default_root()).unwrap())
 }
 
 fn heads() -> [(&'static str, String, bool); 2] {

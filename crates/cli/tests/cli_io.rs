@@ -565,14 +565,7 @@ fn a_shim_that_ignores_the_end_of_its_input_does_not_outlive_the_run() {
 
 /// The newest provisioned glibc build, or a skip (a failure under `NGINX_PARITY=require`).
 fn provisioned_glibc() -> Option<nginx_ketama_harness::nginx::install::Installation> {
-    use nginx_ketama_harness::nginx::install::Installation;
-    let found = Installation::discover(&Installation::default_root())
-        .into_iter()
-        .rfind(|i| i.libc == nginx_ketama::Libc::Glibc && i.version.modelled().is_ok());
-    if found.is_none() {
-        nginx_ketama_harness::testkit::skip("no provisioned glibc nginx (scripts/provision-nginx)");
-    }
-    found
+    nginx_ketama_harness::testkit::newest_glibc_or_skip()
 }
 
 /// `verify --shim` on the newest provisioned build with `args` and the answer timeout `timeout`, bounded.

@@ -29,13 +29,7 @@ use std::time::Duration;
 const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
 
 fn installs() -> Option<Vec<Installation>> {
-    let root = Installation::default_root();
-    let found = Installation::discover(&root);
-    if found.is_empty() {
-        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
-        return None;
-    }
-    Some(found)
+    nginx_ketama_harness::testkit::provisioned_or_skip()
 }
 
 /// A small sweep whose odd topologies have failure kinds; the seed is one whose failure topologies meet

@@ -5,8 +5,6 @@
 //! Device nodes are made by the test in its own directory (with /dev/full's numbers), so even a regression
 //! that replaced its target could never replace the machine's /dev/full.
 
-use nginx_ketama::Libc;
-use nginx_ketama_harness::nginx::install::Installation;
 use nginx_ketama_harness::testkit::{TempFile, skip};
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
@@ -125,12 +123,7 @@ fn output_within(mut cmd: Command, limit: Duration) -> Output {
 
 /// The newest provisioned glibc build's version, or `None` after a loud skip.
 fn local_version() -> Option<String> {
-    let root = Installation::default_root();
-    let newest = Installation::discover(&root).into_iter().filter(|i| i.libc == Libc::Glibc).map(|i| i.version).max();
-    if newest.is_none() {
-        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
-    }
-    newest.map(|v| v.to_string())
+    nginx_ketama_harness::testkit::newest_glibc_or_skip().map(|i| i.version.to_string())
 }
 
 /// `verify` of `shim` on one small topology of the local nginx `version` (`keys` random keys, no ring proof,

@@ -18,12 +18,7 @@ fn example() -> PathBuf {
 }
 
 fn installs() -> Option<Vec<Installation>> {
-    let found = Installation::discover(&Installation::default_root());
-    if found.is_empty() {
-        skip("no provisioned nginx (scripts/provision-nginx)");
-        return None;
-    }
-    Some(found)
+    nginx_ketama_harness::testkit::provisioned_or_skip()
 }
 
 fn host_lo() -> Vec<IpAddr> {

@@ -47,13 +47,7 @@ fn consume(tools: &(PathBuf, Vec<PathBuf>), file: &Path) -> Result<Value, Value>
 
 /// The newest provisioned glibc build, or a skip.
 fn glibc_build() -> Option<Installation> {
-    let found = Installation::discover(&Installation::default_root())
-        .into_iter()
-        .rfind(|i| i.libc == nginx_ketama::Libc::Glibc && i.version.modelled().is_ok());
-    if found.is_none() {
-        skip("no provisioned glibc nginx (scripts/provision-nginx)");
-    }
-    found
+    nginx_ketama_harness::testkit::newest_glibc_or_skip()
 }
 
 fn verify(args: &[&str], dir: &Path) -> Output {

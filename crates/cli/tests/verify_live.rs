@@ -26,13 +26,7 @@ use nginx_ketama_harness::testkit::{provisioned_releases, release_matches, repor
 const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
 
 fn installs() -> Option<Vec<Installation>> {
-    let root = Installation::default_root();
-    let found = Installation::discover(&root);
-    if found.is_empty() {
-        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
-        return None;
-    }
-    Some(found)
+    nginx_ketama_harness::testkit::provisioned_or_skip()
 }
 
 fn print_reports(title: &str, reports: &[VersionReport]) {

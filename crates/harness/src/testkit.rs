@@ -39,6 +39,30 @@ pub fn skip(why: &str) {
     report(&format!("SKIP: {why} (set NGINX_PARITY=require to make this a failure)"));
 }
 
+/// Every provisioned nginx build (`scripts/provision-nginx`, `scripts/provision-nginx-musl`), oldest first;
+/// with none, the one skip every live test takes ([`skip`]: a failure under `NGINX_PARITY=require`).
+pub fn provisioned_or_skip() -> Option<Vec<crate::nginx::install::Installation>> {
+    let root = crate::nginx::install::Installation::default_root();
+    let found = crate::nginx::install::Installation::discover(&root);
+    if found.is_empty() {
+        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
+        return None;
+    }
+    Some(found)
+}
+
+/// The newest provisioned glibc build of a modelled release, or the same skip.
+pub fn newest_glibc_or_skip() -> Option<crate::nginx::install::Installation> {
+    let root = crate::nginx::install::Installation::default_root();
+    let found = crate::nginx::install::Installation::discover(&root)
+        .into_iter()
+        .rfind(|i| i.libc == nginx_ketama::Libc::Glibc && i.version.modelled().is_ok());
+    if found.is_none() {
+        skip(&format!("no provisioned glibc nginx under {} — run scripts/provision-nginx", root.display()));
+    }
+    found
+}
+
 /// insta settings for the committed snapshots in `snapshots/` (no module prefix, no expression).
 pub fn snapshot_settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
