@@ -32,18 +32,40 @@ pub(crate) struct Args {
 #[derive(serde::Serialize)]
 struct RouteLine<'a> {
     schema: Schema,
-    key: Cow<'a, str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    key_hex: Option<String>,
-    server: Option<&'a str>,
-    fallback: Option<&'a str>,
-    attempts: Vec<&'a str>,
+    #[serde(flatten)]
+    picked: Picked<'a>,
     /// With --fail, --method or --location: what the client gets.
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<u16>,
     /// With --fail, --method or --location: each attempt's `$upstream_status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     upstream_status: Option<Vec<u16>>,
+}
+
+/// A key and what one worker did with it: its first pick, the round-robin fallback, every attempt (the
+/// fields `route` and `route --requests` share).
+#[derive(serde::Serialize)]
+struct Picked<'a> {
+    key: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_hex: Option<String>,
+    server: Option<&'a str>,
+    fallback: Option<&'a str>,
+    attempts: Vec<&'a str>,
+}
+
+impl<'a> Picked<'a> {
+    fn new(key: &'a [u8], upstream: &'a nginx_ketama::Upstream, outcome: &nginx_ketama::Outcome) -> Picked<'a> {
+        let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
+        let (key, key_hex) = key_text(key);
+        Picked {
+            key,
+            key_hex,
+            server: attempts.first().copied(),
+            fallback: outcome.round_robin.then_some("round-robin"),
+            attempts,
+        }
+    }
 }
 
 /// `$upstream_status` of a request: one entry per attempt, and nginx's 502 when no live upstream was left.
@@ -76,15 +98,9 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             Some(f) => worker.request_with(&key, NOW, &f.policy, &f.client, |p| f.reply(p)),
         };
         let statuses = failures.as_ref().map(|_| (outcome.client_status, upstream_statuses(&outcome)));
-        let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| upstream.peer(id).server().as_str()).collect();
-        let (text, key_hex) = key_text(&key);
         let line = RouteLine {
             schema: schema::ROUTE,
-            key: text,
-            key_hex,
-            server: attempts.first().copied(),
-            fallback: outcome.round_robin.then_some("round-robin"),
-            attempts,
+            picked: Picked::new(&key, upstream, &outcome),
             status: statuses.as_ref().map(|s| s.0),
             upstream_status: statuses.map(|s| s.1),
         };
@@ -116,12 +132,8 @@ enum Goes<'a> {
     /// To a hash upstream: its pick.
     Hash {
         upstream: &'a str,
-        key: Cow<'a, str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        key_hex: Option<String>,
-        server: Option<&'a str>,
-        fallback: Option<&'a str>,
-        attempts: Vec<&'a str>,
+        #[serde(flatten)]
+        picked: Picked<'a>,
     },
     /// Answered by nginx itself (`return`, a 400, no location): the status.
     Answered { status: u16, why: String },
@@ -154,8 +166,11 @@ fn requests(args: &Args) -> Result<()> {
             }
         };
         let (request_text, _) = key_text(request.line());
+        // The key outlives the match: the line borrows it.
+        let key: Vec<u8>;
         let goes = match dispatcher.dispatch(&request) {
-            Ok(Dispatch::Hash { upstream, key }) => {
+            Ok(Dispatch::Hash { upstream, key: k }) => {
+                key = k;
                 let up = config.hash_upstream(Some(&upstream))?.upstream;
                 let fails = args.failed.in_upstream(up)?;
                 let i = match workers.iter().position(|(n, _)| *n == upstream) {
@@ -166,17 +181,7 @@ fn requests(args: &Args) -> Result<()> {
                     }
                 };
                 let outcome = workers[i].1.request(&key, NOW, fails);
-                let attempts: Vec<&str> = outcome.attempts.iter().map(|&id| up.peer(id).server().as_str()).collect();
-                let (text, key_hex) = key_text(&key);
-                let name = up.name();
-                Goes::Hash {
-                    upstream: name,
-                    key: Cow::Owned(text.into_owned()),
-                    key_hex,
-                    server: attempts.first().copied(),
-                    fallback: outcome.round_robin.then_some("round-robin"),
-                    attempts,
-                }
+                Goes::Hash { upstream: up.name(), picked: Picked::new(&key, up, &outcome) }
             }
             Ok(Dispatch::Return { status }) => Goes::Answered { status, why: "return".into() },
             Ok(Dispatch::BadRequest(b)) => Goes::Answered { status: b.status().unwrap_or(400), why: b.to_string() },
