@@ -139,7 +139,7 @@ impl<'c> Dispatcher<'c> {
         Dispatcher {
             config,
             hostname: key::local_hostname(),
-            set_variables: config.sites().iter().flat_map(set_names).collect(),
+            set_variables: sets(config).into_iter().map(|(name, _)| name.to_string()).collect(),
             keys,
         }
     }
@@ -239,20 +239,7 @@ fn dispatch_into(
 /// The built-in variables a key expression reads in `config`: its own, and through the `map` blocks and
 /// `set` values it reads, transitively (what a request must carry for its key to be computed).
 pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
-    fn sets<'a>(rewrites: &'a [Rewrite], locations: &'a [LocationBlock], out: &mut Vec<(&'a str, &'a [u8])>) {
-        for r in rewrites {
-            if let Rewrite::Set { variable, value } = r {
-                out.push((variable, value));
-            }
-        }
-        for l in locations {
-            sets(&l.rewrites, &l.nested, out);
-        }
-    }
-    let mut set_values = Vec::new();
-    for site in config.sites() {
-        sets(&site.rewrites, &site.locations, &mut set_values);
-    }
+    let set_values = sets(config);
     let maps = config.maps();
     let (mut seen, mut out) = (Vec::<String>::new(), Vec::new());
     let mut todo: Vec<String> = expr.variables().map(str::to_string).collect();
@@ -281,19 +268,22 @@ pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
     out
 }
 
-/// Every variable a `set` in the server or its locations defines.
-fn set_names(site: &Site) -> Vec<String> {
-    fn walk(rewrites: &[Rewrite], locations: &[LocationBlock], out: &mut Vec<String>) {
-        out.extend(rewrites.iter().filter_map(|r| match r {
-            Rewrite::Set { variable, .. } => Some(variable.clone()),
-            _ => None,
-        }));
+/// Every `set` of every server and location of `config`: the variable and its value as written.
+fn sets(config: &Config) -> Vec<(&str, &[u8])> {
+    fn walk<'a>(rewrites: &'a [Rewrite], locations: &'a [LocationBlock], out: &mut Vec<(&'a str, &'a [u8])>) {
+        for r in rewrites {
+            if let Rewrite::Set { variable, value } = r {
+                out.push((variable, value));
+            }
+        }
         for l in locations {
             walk(&l.rewrites, &l.nested, out);
         }
     }
     let mut out = Vec::new();
-    walk(&site.rewrites, &site.locations, &mut out);
+    for site in config.sites() {
+        walk(&site.rewrites, &site.locations, &mut out);
+    }
     out
 }
 
