@@ -10,11 +10,11 @@ use nginx_ketama::access_log::{Defaults, LogLine};
 use nginx_ketama::config::expression::Expression;
 use nginx_ketama::config::{Config, LoadOptions};
 use nginx_ketama::key::{self, Context, Evaluation};
+use nginx_ketama_harness::nginx::single::{Single, temp_paths};
 use nginx_ketama_harness::testkit::{provisioned_or_skip, report};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The key nginx logs for each request (`keys` format) and the library computes from the other logs.
 const KEY: &str = "$host$request_uri|$cookie_s|$arg_id|$tenant|$remote_addr|$uri|$http_user_agent|$http_x_tenant";
@@ -63,41 +63,26 @@ fn keys_from_access_logs_match_live_nginx() {
     let mut mismatches = Vec::new();
     let mut checked = 0;
     for install in &installs {
-        let dir = tempfile::Builder::new().prefix("nk-logs-").tempdir().expect("a scratch prefix");
-        let p = dir.path();
         let port = free_port();
-        let logs = ["main", "j", "combined", "keys", "ckeys"].map(|n| p.join(format!("{n}.log")));
-        let access: String = ["main", "j", "combined", "keys", "ckeys"]
-            .iter()
-            .zip(&logs)
-            .map(|(n, f)| format!("  access_log {} {n};\n", f.display()))
-            .collect();
-        let temp: String = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
-            .iter()
-            .map(|t| format!("  {t}_temp_path {};\n", p.join(t).display()))
-            .collect();
-        let conf = format!(
-            "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {pid};\nevents {{}}\nhttp {{\n{temp}{http}{access}\
-             \x20 server {{ listen 127.0.0.1:{port}; server_name logs.test; location / {{ return 200 ok; }} }}\n}}\n",
-            pid = p.join("nginx.pid").display(),
-        );
-        let file = p.join("nginx.conf");
-        std::fs::write(&file, &conf).expect("writing nginx.conf");
-        let options = LoadOptions { resolve: false, version: install.version, ..LoadOptions::default() };
-        let config = Config::parse_str(&conf, &file, &options).expect("the library reads the configuration");
-        let mut cmd = Command::new(install.binary());
-        cmd.arg("-p").arg(p).arg("-c").arg(&file);
-        if install.version.rules().error_log_switch {
-            cmd.arg("-e").arg("stderr");
-        }
-        let stderr = std::fs::File::create(p.join("stderr")).expect("a stderr file");
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr).spawn().expect("starting nginx");
         let to = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while TcpStream::connect_timeout(&to, Duration::from_millis(200)).is_err() {
-            assert!(Instant::now() < deadline, "nginx {} did not listen", install.label());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let names = ["main", "j", "combined", "keys", "ckeys"];
+        let conf = |p: &std::path::Path| {
+            let access: String =
+                names.iter().map(|n| format!("  access_log {} {n};\n", p.join(format!("{n}.log")).display())).collect();
+            format!(
+                "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {pid};\nevents {{}}\nhttp {{\n{temp}{http}{access}\
+                 \x20 server {{ listen 127.0.0.1:{port}; server_name logs.test; location / {{ return 200 ok; }} }}\n}}\n",
+                pid = p.join("nginx.pid").display(),
+                temp = temp_paths(p),
+            )
+        };
+        let mut nginx = Single::start(install, "nk-logs-", conf, &[to]).unwrap_or_else(|e| panic!("{e:#}"));
+        let p = nginx.prefix().to_path_buf();
+        let logs = names.map(|n| p.join(format!("{n}.log")));
+        let file = p.join("nginx.conf");
+        let text = std::fs::read_to_string(&file).expect("nginx.conf");
+        let options = LoadOptions { resolve: false, version: install.version, ..LoadOptions::default() };
+        let config = Config::parse_str(&text, &file, &options).expect("the library reads the configuration");
         for head in requests() {
             let mut s = TcpStream::connect(to).expect("connecting");
             s.set_read_timeout(Some(Duration::from_secs(10))).expect("a timeout");
@@ -107,8 +92,7 @@ fn keys_from_access_logs_match_live_nginx() {
         }
         // Logs are written when each request ends, before the connection closes; stop nginx to be sure
         // every buffer is on disk.
-        let _ = child.kill();
-        let _ = child.wait();
+        nginx.stop();
 
         let formats = [
             ("main", config.log_format("main").expect("main")),

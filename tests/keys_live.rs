@@ -12,11 +12,11 @@ use nginx_ketama::config::expression::Expression;
 use nginx_ketama::key::{self, Context};
 use nginx_ketama::request::{Request, Scheme};
 use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::nginx::single::{Single, temp_paths};
 use nginx_ketama_harness::testkit::{provisioned_or_skip, report};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Every modelled http variable, in one `return` text (the separators are literals of the expression).
 const TEMPLATE: &str = "ru=$request_uri|u=$uri|du=$document_uri|a=$args|qs=$query_string|ia=$is_args|\
@@ -30,63 +30,36 @@ const SERVER_NAME: &str = "keys.test";
 
 /// One nginx under test: a single process (`master_process off`) in a scratch prefix.
 struct Nginx {
-    child: Child,
+    single: Single,
     /// The default server with `merge_slashes on` (the default).
     merged: SocketAddr,
     /// The default server with `merge_slashes off`.
     unmerged: SocketAddr,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").expect("an ephemeral port").local_addr().expect("its address").port()
 }
 
-fn start(install: &Installation) -> Nginx {
-    let dir = tempfile::Builder::new().prefix("nk-keys-").tempdir().expect("a scratch prefix");
-    let p = dir.path();
-    let (a, b) = (free_port(), free_port());
-    let temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
-        .iter()
-        .map(|t| format!("  {t}_temp_path {};\n", p.join(t).display()))
-        .collect::<String>();
-    let conf = format!(
-        "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {pid};\nevents {{}}\nhttp {{\n  access_log off;\n{temp}\
-         \x20 server {{ listen 127.0.0.1:{a}; server_name {SERVER_NAME}; location / {{ return 200 \"{TEMPLATE}\"; }} }}\n\
-         \x20 server {{ listen 127.0.0.1:{b}; server_name {SERVER_NAME}; merge_slashes off; location / {{ return 200 \"{TEMPLATE}\"; }} }}\n}}\n",
-        pid = p.join("nginx.pid").display(),
-    );
-    let file = p.join("nginx.conf");
-    std::fs::write(&file, conf).expect("writing nginx.conf");
-    let mut cmd = Command::new(install.binary());
-    cmd.arg("-p").arg(p).arg("-c").arg(&file);
-    if install.version.rules().error_log_switch {
-        cmd.arg("-e").arg("stderr");
-    }
-    let stderr = std::fs::File::create(p.join("stderr")).expect("a stderr file");
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}", install.binary().display()));
+/// nginx on `conf` (written for its prefix), listening on the two loopback ports `a` (merge_slashes on) and `b`.
+fn start_on(install: &Installation, conf: impl FnOnce(&std::path::Path) -> String, a: u16, b: u16) -> Nginx {
     let (merged, unmerged) = (SocketAddr::from(([127, 0, 0, 1], a)), SocketAddr::from(([127, 0, 0, 1], b)));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let log = || std::fs::read_to_string(p.join("stderr")).unwrap_or_default();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("nginx {} exited during startup ({status}):\n{}", install.label(), log());
-        }
-        if [merged, unmerged].iter().all(|s| TcpStream::connect_timeout(s, Duration::from_millis(200)).is_ok()) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "nginx {} did not listen within 15 s:\n{}", install.label(), log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Nginx { child, merged, unmerged, _dir: dir }
+    let single = Single::start(install, "nk-keys-", conf, &[merged, unmerged]).unwrap_or_else(|e| panic!("{e:#}"));
+    Nginx { single, merged, unmerged }
+}
+
+fn start(install: &Installation) -> Nginx {
+    let (a, b) = (free_port(), free_port());
+    let conf = |p: &std::path::Path| {
+        format!(
+            "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {pid};\nevents {{}}\nhttp {{\n  access_log off;\n{temp}\
+             \x20 server {{ listen 127.0.0.1:{a}; server_name {SERVER_NAME}; location / {{ return 200 \"{TEMPLATE}\"; }} }}\n\
+             \x20 server {{ listen 127.0.0.1:{b}; server_name {SERVER_NAME}; merge_slashes off; location / {{ return 200 \"{TEMPLATE}\"; }} }}\n}}\n",
+            pid = p.join("nginx.pid").display(),
+            temp = temp_paths(p),
+        )
+    };
+    start_on(install, conf, a, b)
 }
 
 /// Sends `head` (request line and header lines, each ended by CRLF, plus `Connection: close` and the
@@ -317,41 +290,11 @@ fn sites_config(prefix: &std::path::Path, a: u16, b: u16, live: bool) -> String 
         let handler = if live { format!("return 200 \"{name}|{key}\";") } else { format!("proxy_pass http://{name};") };
         body.replace_range(start..=end, &handler);
     }
-    let temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
-        .iter()
-        .map(|t| format!("  {t}_temp_path {};\n", prefix.join(t).display()))
-        .collect::<String>();
+    let temp = temp_paths(prefix);
     format!(
         "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {};\nevents {{}}\nhttp {{\n  access_log off;\n{temp}{body}}}\n",
         prefix.join("nginx.pid").display()
     )
-}
-
-fn start_with(install: &Installation, conf: &str, dir: tempfile::TempDir, ports: &[SocketAddr]) -> Nginx {
-    let p = dir.path();
-    let file = p.join("nginx.conf");
-    std::fs::write(&file, conf).expect("writing nginx.conf");
-    let mut cmd = Command::new(install.binary());
-    cmd.arg("-p").arg(p).arg("-c").arg(&file);
-    if install.version.rules().error_log_switch {
-        cmd.arg("-e").arg("stderr");
-    }
-    let stderr = std::fs::File::create(p.join("stderr")).expect("a stderr file");
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}", install.binary().display()));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let log = || std::fs::read_to_string(p.join("stderr")).unwrap_or_default();
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("nginx {} exited during startup ({status}):\n{}", install.label(), log());
-        }
-        if ports.iter().all(|s| TcpStream::connect_timeout(s, Duration::from_millis(200)).is_ok()) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "nginx {} did not listen within 15 s:\n{}", install.label(), log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Nginx { child, merged: ports[0], unmerged: ports[1], _dir: dir }
 }
 
 #[test]
@@ -410,15 +353,12 @@ fn dispatch_matches_live_nginx() {
     let mut mismatches = Vec::new();
     let mut checked = 0;
     for install in &installs {
-        let dir = tempfile::Builder::new().prefix("nk-keys-").tempdir().expect("a scratch prefix");
         let (a, b) = (free_port(), free_port());
-        let live = sites_config(dir.path(), a, b, true);
-        let modelled = sites_config(dir.path(), a, b, false);
+        let nginx = start_on(install, |p| sites_config(p, a, b, true), a, b);
+        let prefix = nginx.single.prefix();
+        let modelled = sites_config(prefix, a, b, false);
         let options = LoadOptions { resolve: false, version: install.version, ..LoadOptions::default() };
-        let config =
-            Config::parse_str(&modelled, dir.path().join("nginx.conf"), &options).expect("the library reads it");
-        let ports = [SocketAddr::from(([127, 0, 0, 1], a)), SocketAddr::from(([127, 0, 0, 1], b))];
-        let nginx = start_with(install, &live, dir, &ports);
+        let config = Config::parse_str(&modelled, prefix.join("nginx.conf"), &options).expect("the library reads it");
         for (merge, head) in &requests {
             let to = if *merge { nginx.merged } else { nginx.unmerged };
             let (status, body, client) = send(to, head.as_bytes());

@@ -4,7 +4,8 @@
 //! * [`build`]: a [`Build`](build::Build) to run — a local process ([`local`], in a network namespace of
 //!   its own: [`netns`]) or a Docker image ([`docker`]; running it as a container needs the `docker`
 //!   feature) — started as an [`Instance`](instance::Instance);
-//! * [`log`] shortens nginx's error output for fault reports;
+//! * [`log`] shortens nginx's error output for fault reports; [`single`] runs one nginx process in a scratch
+//!   prefix, with no namespace (the key tests and the key-vector recorder);
 //! * [`tree`] starts nginx and shims as process trees killed whole on every exit path; [`scratch`] makes the
 //!   directories they use; both record their owner ([`owner`]) so that [`cleanup`] removes only what runs
 //!   that are gone left behind.
@@ -22,4 +23,5 @@ pub mod log;
 pub mod netns;
 pub mod owner;
 pub mod scratch;
+pub mod single;
 pub mod tree;

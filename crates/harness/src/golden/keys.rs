@@ -12,13 +12,13 @@
 //! Python port by `ports/python/test_keys.py`.
 
 use crate::nginx::install::Installation;
-use anyhow::{Context as _, Result, bail, ensure};
+use crate::nginx::single::{Single, temp_paths};
+use anyhow::{Context as _, Result, ensure};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The first line of the file's header.
 pub const HEADER: &str = "Recorded from real nginx by scripts/record-key-vectors; DO NOT EDIT.";
@@ -339,10 +339,7 @@ pub fn servers_conf() -> String {
 
 /// The whole `nginx.conf` for a scratch prefix.
 pub fn nginx_conf(prefix: &Path) -> String {
-    let temp = ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"]
-        .iter()
-        .map(|t| format!("  {t}_temp_path {};\n", prefix.join(t).display()))
-        .collect::<String>();
+    let temp = temp_paths(prefix);
     format!(
         "daemon off;\nmaster_process off;\nerror_log stderr notice;\npid {};\nevents {{}}\nhttp {{\n  access_log off;\n{temp}{}}}\n",
         prefix.join("nginx.pid").display(),
@@ -550,46 +547,9 @@ struct Answer {
     keys: Vec<Vec<u8>>,
 }
 
-struct Running {
-    child: Child,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(install: &Installation) -> Result<Running> {
-    let dir = tempfile::Builder::new().prefix("nk-keyvec-").tempdir()?;
-    let p = dir.path();
-    let file = p.join("nginx.conf");
-    std::fs::write(&file, nginx_conf(p))?;
-    let mut cmd = Command::new(install.binary());
-    cmd.arg("-p").arg(p).arg("-c").arg(&file);
-    if install.version.rules().error_log_switch {
-        cmd.arg("-e").arg("stderr");
-    }
-    let stderr = std::fs::File::create(p.join("stderr"))?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-    let child = cmd.spawn().with_context(|| format!("starting {}", install.binary().display()))?;
-    let mut running = Running { child, _dir: dir };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let log = |p: &Path| std::fs::read_to_string(p.join("stderr")).unwrap_or_default();
-    loop {
-        if let Ok(Some(status)) = running.child.try_wait() {
-            bail!("nginx {} exited during startup ({status}):\n{}", install.label(), log(running._dir.path()));
-        }
-        if Listener::ALL.iter().all(|l| TcpStream::connect_timeout(&l.server(), Duration::from_millis(200)).is_ok()) {
-            return Ok(running);
-        }
-        if Instant::now() > deadline {
-            bail!("nginx {} did not listen within 15 s:\n{}", install.label(), log(running._dir.path()));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn start(install: &Installation) -> Result<Single> {
+    let listens: Vec<SocketAddr> = Listener::ALL.iter().map(|l| l.server()).collect();
+    Single::start(install, "nk-keyvec-", nginx_conf, &listens)
 }
 
 /// A connection from `client` (address and port, bound with `SO_REUSEADDR`) to `server`.
