@@ -8,13 +8,14 @@
 use nginx_ketama::NginxVersion;
 use nginx_ketama_harness::catalog::catalog;
 use nginx_ketama_harness::golden::{
-    Layout, Record, RecordArgs, RecordBuilds, RecordStatus, load_records, lock_catalog, merge, record_case,
-    record_json, record_vectors, records_dir, render_snapshot, snapshot_name, utc_today, vectors_dir, version_groups,
+    Layout, Record, RecordArgs, RecordStatus, load_records, lock_catalog, merge, record_case, record_json,
+    record_vectors, records_dir, render_snapshot, snapshot_name, utc_today, vectors_dir, version_groups,
 };
 use nginx_ketama_harness::nginx::build::Build;
 use nginx_ketama_harness::nginx::cleanup::OWNER_LABEL;
 use nginx_ketama_harness::nginx::docker;
 use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::nginx::selection::{Selection, Source};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -104,13 +105,14 @@ fn recording_on_another_nginx_leaves_its_differences_for_review() {
         builds,
         layout: Some(layout.clone()),
     };
-    record_vectors(&RecordArgs { offline: true, ..args(RecordBuilds::default()) }).expect("offline regeneration");
+    record_vectors(&RecordArgs { offline: true, ..args(RecordArgs::default().builds) }).expect("offline regeneration");
     accept_pending(&layout.snapshots());
     let before = tree_text(tmp.path());
     assert_eq!(pending(&layout.snapshots()), Vec::<String>::new());
 
     // An unchanged nginx: nothing changes, not even a date.
-    record_vectors(&args(RecordBuilds::Named(vec![same.clone()]))).expect("recording on 1.26.3");
+    record_vectors(&args(Selection::to_record(Source::Named { binaries: vec![same.clone()], images: Vec::new() })))
+        .expect("recording on 1.26.3");
     assert_eq!(pending(&layout.snapshots()), Vec::<String>::new(), "an unchanged nginx leaves no snapshot change");
     let after = tree_text(tmp.path());
     let changed: Vec<&String> = after.keys().filter(|f| before.get(*f) != after.get(*f)).collect();
@@ -118,7 +120,9 @@ fn recording_on_another_nginx_leaves_its_differences_for_review() {
 
     // nginx 1.18.0: exactly the two version splits, the records and fixtures regenerated, every
     // snapshot's change pending review.
-    let status = record_vectors(&args(RecordBuilds::Named(vec![old.clone()]))).expect("recording on 1.18.0");
+    let status =
+        record_vectors(&args(Selection::to_record(Source::Named { binaries: vec![old.clone()], images: Vec::new() })))
+            .expect("recording on 1.18.0");
     assert_eq!(status, RecordStatus::Clean, "the catalog explains both splits (versions_differ)");
     let records = load_records(&layout.records()).unwrap();
     let mut split: Vec<&str> = Vec::new();
@@ -186,12 +190,15 @@ fn recording_in_containers_of_an_image_matches_its_binary() {
         builds,
         layout: Some(layout.clone()),
     };
-    record_vectors(&args(true, RecordBuilds::default())).expect("offline regeneration");
+    record_vectors(&args(true, RecordArgs::default().builds)).expect("offline regeneration");
     accept_pending(&layout.snapshots());
     let before = tree_text(tmp.path());
 
-    let status =
-        record_vectors(&args(false, RecordBuilds::Images(vec![image.to_string()]))).expect("recording on the image");
+    let status = record_vectors(&args(
+        false,
+        Selection::to_record(Source::Named { binaries: Vec::new(), images: vec![image.to_string()] }),
+    ))
+    .expect("recording on the image");
     assert_eq!(status, RecordStatus::Clean);
     assert_eq!(pending(&layout.snapshots()), Vec::<String>::new(), "the image leaves no snapshot change");
     let after = tree_text(tmp.path());

@@ -1,13 +1,18 @@
 //! The commands that run nginx or a port, through the harness crate (feature `live`).
 
+pub(crate) mod findings;
 pub(crate) mod interrupt;
 pub(crate) mod own_config;
 pub(crate) mod report;
+pub(crate) mod sweep;
 pub(crate) mod verify;
+pub(crate) mod verify_args;
 
 use anyhow::Result;
 use nginx_ketama::NginxVersion;
-use nginx_ketama_harness::golden::{self, Layout, RecordArgs, RecordBuilds};
+use nginx_ketama_harness::golden::{self, Layout, RecordArgs};
+use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::nginx::selection::{Place, Selection, Source};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,13 +43,12 @@ pub(crate) struct RecordVectorsArgs {
 
 /// Records the golden vectors; exits 0 clean, 1 on an unexplained version difference, 2 on an error.
 pub(crate) fn record_vectors(args: RecordVectorsArgs) -> ExitCode {
-    let builds = if !args.image.is_empty() {
-        RecordBuilds::Images(args.image)
-    } else if !args.nginx.is_empty() {
-        RecordBuilds::Named(args.nginx)
+    let source = if args.image.is_empty() && args.nginx.is_empty() {
+        Source::Provisioned { root: Installation::default_root(), versions: args.versions, place: Place::Local }
     } else {
-        RecordBuilds::Provisioned(args.versions)
+        Source::Named { binaries: args.nginx, images: args.image }
     };
+    let builds = Selection::to_record(source);
     let layout = args.root.as_deref().map(Layout::at);
     let args = RecordArgs { offline: args.offline, cases: args.cases, builds, layout };
     match golden::record_vectors(&args) {

@@ -60,7 +60,7 @@ enum Command {
     Analysis(analysis::Analysis),
     /// Prove the library against real nginx: random topologies, keys and every ring arc, per version.
     #[cfg(feature = "live")]
-    Verify(live::verify::VerifyArgs),
+    Verify(live::verify_args::VerifyArgs),
     /// Replay the golden vectors through a port's shim (`ports/SHIM.md`); ends with `N passed, M failed`.
     #[cfg(feature = "live")]
     ReplayVectors {

@@ -6,7 +6,7 @@
 use nginx_ketama::Method;
 use nginx_ketama_harness::catalog;
 use nginx_ketama_harness::nginx::build::Build;
-use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::nginx::selection::Selection;
 use nginx_ketama_harness::nginx::netns::Net;
 use nginx_ketama_harness::run::parity::{self, LibraryModel, PlanOptions};
 use nginx_ketama_harness::site::topology::Topology;
@@ -43,9 +43,12 @@ fn wrk(net: Net<'_>, front: SocketAddr, threads: u32, connections: u32) -> Optio
 }
 
 fn main() {
-    let Some(install) = Installation::discover(&Installation::default_root()).pop() else {
-        eprintln!("no nginx provisioned: run scripts/provision-nginx");
-        return;
+    let install = match Selection::default_provisioned().installations() {
+        Ok(mut found) => found.pop().expect("a selection that succeeds holds a build"),
+        Err(e) => {
+            eprintln!("{e}");
+            return;
+        }
     };
     let backend = Build::Local(install);
     let lines: Vec<_> = (1..=10).map(|i| catalog::line(&format!("127.90.0.{i}:{}", 21000 + i))).collect();

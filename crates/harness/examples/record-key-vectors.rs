@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use nginx_ketama_harness::golden::keys::{key_vectors_path, load, record, render};
 use nginx_ketama_harness::golden::utc_today;
 use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::nginx::selection::Selection;
 use nginx_ketama_harness::repo_root;
 use std::path::PathBuf;
 
@@ -24,11 +25,7 @@ fn main() -> Result<()> {
     }
     let previous = previous.unwrap_or_else(|| out.clone());
     let old = if previous.exists() { Some(load(&previous)?) } else { None };
-    let root = Installation::default_root();
-    let installs = Installation::discover(&root);
-    if installs.is_empty() {
-        bail!("no nginx under {}: run scripts/provision-nginx", root.display());
-    }
+    let installs = Selection::default_provisioned().installations()?;
     let file = record(&installs, old.as_ref(), &utc_today())?;
     if let Some(dir) = out.parent() {
         std::fs::create_dir_all(dir)?;

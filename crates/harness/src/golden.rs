@@ -41,7 +41,7 @@ pub use record_file::{
 };
 pub use replay::{LibraryReplayer, ReplayFailure, Replayer, replay};
 pub use snapshots::{SNAPSHOT_HEADER, pending_snapshot, render_snapshot, snapshot_name};
-pub use update::{RecordArgs, RecordBuilds, RecordStatus, record_vectors};
+pub use update::{RecordArgs, RecordStatus, record_vectors};
 pub use vocab::method_name;
 
 use std::path::{Path, PathBuf};

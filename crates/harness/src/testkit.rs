@@ -5,6 +5,9 @@
 
 pub mod schema;
 
+use crate::nginx::install::Installation;
+use crate::nginx::selection::{Libcs, Selection};
+use nginx_ketama::Libc;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -39,28 +42,35 @@ pub fn skip(why: &str) {
     report(&format!("SKIP: {why} (set NGINX_PARITY=require to make this a failure)"));
 }
 
-/// Every provisioned nginx build (`scripts/provision-nginx`, `scripts/provision-nginx-musl`), oldest first;
-/// with none, the one skip every live test takes ([`skip`]: a failure under `NGINX_PARITY=require`).
-pub fn provisioned_or_skip() -> Option<Vec<crate::nginx::install::Installation>> {
-    let root = crate::nginx::install::Installation::default_root();
-    let found = crate::nginx::install::Installation::discover(&root);
-    if found.is_empty() {
-        skip(&format!("no nginx under {} — run scripts/provision-nginx", root.display()));
-        return None;
+/// Every provisioned nginx build (`scripts/provision-nginx`, `scripts/provision-nginx-musl`), oldest first,
+/// chosen as every driver chooses them ([`Selection`]); with none, the one skip every live test takes
+/// ([`skip`]: a failure under `NGINX_PARITY=require`).
+pub fn provisioned_or_skip() -> Option<Vec<Installation>> {
+    match Selection::default_provisioned().installations() {
+        Ok(found) => Some(found),
+        Err(e) => {
+            skip(&e.to_string());
+            None
+        }
     }
-    Some(found)
 }
 
 /// The newest provisioned glibc build of a modelled release, or the same skip.
-pub fn newest_glibc_or_skip() -> Option<crate::nginx::install::Installation> {
-    let root = crate::nginx::install::Installation::default_root();
-    let found = crate::nginx::install::Installation::discover(&root)
-        .into_iter()
-        .rfind(|i| i.libc == nginx_ketama::Libc::Glibc && i.version.modelled().is_ok());
-    if found.is_none() {
-        skip(&format!("no provisioned glibc nginx under {} — run scripts/provision-nginx", root.display()));
+pub fn newest_glibc_or_skip() -> Option<Installation> {
+    let selection = Selection { libcs: Libcs::Only(vec![Libc::Glibc]), ..Selection::default_provisioned() };
+    match selection.installations() {
+        Ok(found) => {
+            let newest = found.into_iter().rfind(|i| i.version.modelled().is_ok());
+            if newest.is_none() {
+                skip("no provisioned glibc nginx of a modelled release — run scripts/provision-nginx");
+            }
+            newest
+        }
+        Err(e) => {
+            skip(&e.to_string());
+            None
+        }
     }
-    found
 }
 
 /// insta settings for the committed snapshots in `snapshots/` (no module prefix, no expression).

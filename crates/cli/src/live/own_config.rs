@@ -1,42 +1,26 @@
 //! `nginx-ketama verify --config FILE [--upstream NAME]...`: the user's own upstreams, proven on every
-//! provisioned nginx with their addresses made local in a private network namespace.
+//! provisioned nginx with their addresses made local in a private network namespace. Three steps:
+//! [`Prepared::new`] chooses the builds, reads the config with each, prepares the namespace and says what
+//! will run; [`Prepared::run`] proves each upstream on each build; [`Prepared::report`] prints the tables
+//! and findings and judges the run.
 
+use super::findings::save_findings;
 use super::report::{Case, Counts, Implementation, Outcome, Proof, Report, Suite};
-use super::verify::{BackendChoice, Verdict, VerifyArgs, backends, refused_report, save_findings};
+use super::verify_args::{BackendChoice, VerifyArgs, refuse};
 use indicatif::{ProgressBar, ProgressStyle};
-use nginx_ketama::Libc;
-use nginx_ketama_harness::nginx::build::Build;
-use nginx_ketama_harness::nginx::install::{Installation, Origin};
+use nginx_ketama_harness::nginx::install::Installation;
 use nginx_ketama_harness::nginx::netns;
 use nginx_ketama_harness::proofs::own_config::plan::{NameSource, Unhostable, summarize};
-use nginx_ketama_harness::proofs::own_config::{self, Choice, Progress, ProveOptions, Prover, UpstreamReport};
+use nginx_ketama_harness::proofs::own_config::{
+    self, Choice, ConfigUpstream, Progress, ProveOptions, Prover, UpstreamReport, replay_command,
+};
+use nginx_ketama_harness::proofs::verdict::Verdict;
 use nginx_ketama_harness::run::clock::Unclocked;
 use nginx_ketama_harness::run::parity::show_key;
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// The command that runs one upstream of `file` on one build again.
-pub(crate) fn replay_command(args: &VerifyArgs, file: &Path, upstream: &str, install: &Installation) -> String {
-    let mut cmd = format!("nginx-ketama verify --config {} --upstream {upstream}", file.display());
-    match &install.origin {
-        Origin::Named { path, .. } => {
-            let _ = write!(cmd, " --nginx {}", path.display());
-        }
-        Origin::Provisioned { .. } => {
-            let _ = write!(cmd, " --versions {}", install.version);
-            if install.libc != Libc::Glibc {
-                let _ = write!(cmd, " --libc {}", install.libc);
-            }
-        }
-    }
-    let _ = write!(cmd, " --seed {} --keys {} --failure-runs {}", args.seed, args.keys, args.failure_runs);
-    if args.no_ring_proof {
-        cmd.push_str(" --no-ring-proof");
-    }
-    cmd
-}
 
 /// Requests per second this harness reached with a debug build on the project's 2-core machine (a release
 /// build is faster): used only to say up front about how long a long run takes; progress lines use the real
@@ -48,157 +32,287 @@ const LONG_RUN: usize = 2_000_000;
 
 /// Runs `verify --config`: its verdict, and its report (none for a usage error of the command line).
 pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> (Verdict, Option<Report>) {
-    if args.shim.is_some() || args.only.is_some() || args.repeat > 1 {
-        eprintln!(
-            "nginx-ketama: --config proves this library on your upstreams; --shim, --only and --repeat do not apply"
-        );
-        return (Verdict::Usage, None);
+    match Prepared::new(args, file) {
+        Ok(prepared) => {
+            let reports = prepared.run();
+            prepared.report(&reports)
+        }
+        Err(end) => end,
     }
-    if args.backend == BackendChoice::Docker || !args.image.is_empty() {
-        eprintln!("nginx-ketama: --config runs nginx as local processes (the provisioned builds, or --nginx PATH)");
-        return (Verdict::Usage, None);
-    }
-    let proof = Proof::Config(file.to_path_buf());
-    let refused = |verdict: Verdict, cause: String| (verdict, Some(refused_report(args, proof.clone(), cause)));
-    let local = VerifyArgs { backend: BackendChoice::Local, ..args.clone() };
-    let installs: Vec<Installation> = match backends(&local) {
-        Ok(b) => b
+}
+
+/// How `verify --config` ends before anything runs: a verdict and, unless the command line itself is
+/// wrong, a report saying why.
+type Refused = (Verdict, Option<Report>);
+
+/// A build with what it read from the config: the upstreams to prove and those skipped, or why it
+/// rejects the config.
+type BuildChoice = (Installation, Result<Choice, String>);
+
+/// One upstream proof that can run here: the build (an index into [`Prepared::choices`]), the upstream
+/// as that build read it, and the requests each of its runs sends.
+#[derive(Debug, Clone)]
+struct Planned {
+    build: usize,
+    upstream: ConfigUpstream,
+    per_run: usize,
+}
+
+/// An upstream proof that cannot run here, and why.
+#[derive(Debug, Clone)]
+struct Unrunnable {
+    build: String,
+    upstream: String,
+    why: String,
+}
+
+/// Everything `verify --config` decided before it runs nginx.
+struct Prepared<'a> {
+    args: &'a VerifyArgs,
+    file: &'a Path,
+    options: ProveOptions,
+    choices: Vec<BuildChoice>,
+    prover: Prover,
+    planned: Vec<Planned>,
+    unrunnable: Vec<Unrunnable>,
+    /// Builds that reject the config.
+    rejected: usize,
+}
+
+impl<'a> Prepared<'a> {
+    /// Chooses the builds, reads the config with each build's rules, prepares the namespace, and says what
+    /// will run and how much.
+    fn new(args: &'a VerifyArgs, file: &'a Path) -> Result<Prepared<'a>, Refused> {
+        if args.shim.is_some() || args.only.is_some() || args.repeat > 1 {
+            eprintln!(
+                "nginx-ketama: --config proves this library on your upstreams; --shim, --only and --repeat do not \
+                 apply"
+            );
+            return Err((Verdict::Usage, None));
+        }
+        if args.backend == BackendChoice::Docker || !args.image.is_empty() {
+            eprintln!("nginx-ketama: --config runs nginx as local processes (the provisioned builds, or --nginx PATH)");
+            return Err((Verdict::Usage, None));
+        }
+        let refused = |verdict: Verdict, cause: String| {
+            let report = Report::refused(Proof::Config(file.to_path_buf()), Implementation::Library, args.seed, cause);
+            (verdict, Some(report))
+        };
+        let local = VerifyArgs { backend: BackendChoice::Local, ..args.clone() };
+        let installs = local.selection().installations().map_err(|e| {
+            let (verdict, cause) = refuse(args, &e);
+            refused(verdict, cause)
+        })?;
+        // Each build reads the file with its own version's rules.
+        let choices: Vec<BuildChoice> = installs
             .into_iter()
-            .filter_map(|b| match b {
-                Build::Local(i) => Some(i),
-                Build::Docker(_) => None,
+            .map(|install| {
+                let choice = own_config::load(file, install.version, install.libc)
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| own_config::choose(&c, &args.upstream, args.seed).map_err(|e| format!("{e:#}")));
+                (install, choice)
             })
-            .collect(),
-        Err(refusal) => {
-            let (verdict, cause) = refusal.report();
-            return refused(verdict, cause);
-        }
-    };
-    // Each build reads the file with its own version's rules.
-    let mut choices: Vec<(Installation, Result<Choice, String>)> = Vec::new();
-    for install in installs {
-        let choice = own_config::load(file, install.version, install.libc)
-            .map_err(|e| e.to_string())
-            .and_then(|c| own_config::choose(&c, &args.upstream, args.seed).map_err(|e| format!("{e:#}")));
-        choices.push((install, choice));
-    }
-    let Some(first) = choices.iter().find_map(|(_, c)| c.as_ref().ok()).cloned() else {
-        for (install, c) in &choices {
-            if let Err(e) = c {
-                eprintln!("nginx-ketama: nginx {}: {e}", install.label());
+            .collect();
+        let options = args.prove_options();
+        let usage = |choices: &[BuildChoice]| {
+            (Verdict::Usage, Some(config_report(args, file, &options, choices, &[], &[], false)))
+        };
+        let Some(first) = choices.iter().find_map(|(_, c)| c.as_ref().ok()).cloned() else {
+            for (install, c) in &choices {
+                if let Err(e) = c {
+                    eprintln!("nginx-ketama: nginx {}: {e}", install.label());
+                }
             }
+            return Err(usage(&choices));
+        };
+        print_choice(file, &first);
+        if first.prove.is_empty() {
+            eprintln!(
+                "nginx-ketama: nothing to prove: {} has no upstream this proof can run (a `hash` upstream without \
+                 servers resolved at run time; see the skipped ones above)",
+                file.display()
+            );
+            return Err(usage(&choices));
         }
-        return (Verdict::Usage, Some(config_report(args, file, &choices, &[], &[], false)));
-    };
-    println!(
-        "config: {}: {} hash upstream{} to prove, {} skipped",
-        file.display(),
-        first.prove.len(),
-        if first.prove.len() == 1 { "" } else { "s" },
-        first.skipped.len()
-    );
-    for s in &first.skipped {
-        println!("  skipped: {} ({}): {}", s.name, s.location, s.why);
-    }
-    if first.prove.is_empty() {
-        eprintln!(
-            "nginx-ketama: nothing to prove: {} has no upstream this proof can run (a `hash` upstream without \
-             servers resolved at run time; see the skipped ones above)",
-            file.display()
-        );
-        return (Verdict::Usage, Some(config_report(args, file, &choices, &[], &[], false)));
-    }
-    let keys: Vec<String> = first.prove.iter().map(|u| format!("{} ({})", u.key, u.name)).collect();
-    println!(
-        "  keys: the proof sends raw keys in place of each key expression: {}; how nginx builds a key from its \
-         expression is not proven",
-        keys.join(", ")
-    );
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => {
+        let exe = std::env::current_exe().map_err(|e| {
             let cause = format!("locating this executable (it resolves names in the namespace): {e}");
             eprintln!("nginx-ketama: {cause}");
-            return refused(Verdict::HarnessFault, cause);
-        }
-    };
-    let upstream_refs: Vec<&own_config::ConfigUpstream> = first.prove.iter().collect();
-    let install_refs: Vec<&Installation> = choices.iter().map(|(i, _)| i).collect();
-    let prover = match Prover::new(&upstream_refs, &install_refs, &exe) {
-        Ok(p) => p,
-        Err(e) if e.downcast_ref::<Unhostable>().is_some() => {
-            let cause = format!("{} cannot be hosted: {e:#}", file.display());
+            refused(Verdict::HarnessFault, cause)
+        })?;
+        let upstream_refs: Vec<&ConfigUpstream> = first.prove.iter().collect();
+        let install_refs: Vec<&Installation> = choices.iter().map(|(i, _)| i).collect();
+        let prover = Prover::new(&upstream_refs, &install_refs, &exe).map_err(|e| {
+            let (verdict, cause) = if e.downcast_ref::<Unhostable>().is_some() {
+                (Verdict::Usage, format!("{} cannot be hosted: {e:#}", file.display()))
+            } else {
+                (Verdict::HarnessFault, format!("preparing the namespace for {}: {e:#}", file.display()))
+            };
             eprintln!("nginx-ketama: {cause}");
-            return refused(Verdict::Usage, cause);
-        }
-        Err(e) => {
-            let cause = format!("preparing the namespace for {}: {e:#}", file.display());
-            eprintln!("nginx-ketama: {cause}");
-            return refused(Verdict::HarnessFault, cause);
-        }
-    };
-    print_environment(&prover);
-    let options = ProveOptions {
-        seed: args.seed,
-        keys: args.keys,
-        prove_ring: !args.no_ring_proof,
-        failure_runs: args.failure_runs,
-        failure_pause: None,
-    };
-    // What will run, and how much: said before anything runs.
-    let mut not_run: Vec<String> = Vec::new();
-    let mut planned: Vec<(&Installation, &own_config::ConfigUpstream, usize)> = Vec::new();
-    // (build, upstream, why) of each proof that cannot run here.
-    let mut unrunnable: Vec<(String, String, String)> = Vec::new();
-    let mut faults = 0;
-    for (install, choice) in &choices {
-        let choice = match choice {
-            Ok(c) => c,
-            Err(e) => {
-                println!("harness fault: nginx {} rejects the config: {e}", install.label());
-                faults += 1;
-                continue;
-            }
-        };
-        for u in &choice.prove {
-            match prover.runnable(u) {
-                Ok(()) => planned.push((install, u, own_config::requests_per_run(u, &options))),
-                Err(why) => {
-                    unrunnable.push((install.label(), u.name.clone(), why.to_string()));
-                    if !not_run.iter().any(|n| n.starts_with(&format!("{}:", u.name))) {
-                        not_run.push(format!("{}: {why}", u.name));
+            refused(verdict, cause)
+        })?;
+        print_environment(&prover);
+        let mut prepared =
+            Prepared { args, file, options, choices, prover, planned: Vec::new(), unrunnable: Vec::new(), rejected: 0 };
+        prepared.plan();
+        Ok(prepared)
+    }
+
+    /// What will run, and how much: said before anything runs.
+    fn plan(&mut self) {
+        let mut not_run: Vec<String> = Vec::new();
+        for (b, (install, choice)) in self.choices.iter().enumerate() {
+            let choice = match choice {
+                Ok(c) => c,
+                Err(e) => {
+                    println!("harness fault: nginx {} rejects the config: {e}", install.label());
+                    self.rejected += 1;
+                    continue;
+                }
+            };
+            for upstream in &choice.prove {
+                match self.prover.runnable(upstream) {
+                    Ok(()) => self.planned.push(Planned {
+                        build: b,
+                        upstream: upstream.clone(),
+                        per_run: own_config::requests_per_run(upstream, &self.options),
+                    }),
+                    Err(why) => {
+                        self.unrunnable.push(Unrunnable {
+                            build: install.label(),
+                            upstream: upstream.name.clone(),
+                            why: why.to_string(),
+                        });
+                        if !not_run.iter().any(|n| n.starts_with(&format!("{}:", upstream.name))) {
+                            not_run.push(format!("{}: {why}", upstream.name));
+                        }
                     }
                 }
             }
         }
+        for n in &not_run {
+            println!("  not run: {n}");
+        }
+        if !self.planned.is_empty() {
+            let planned: Vec<(&Installation, &ConfigUpstream, usize)> =
+                self.planned.iter().map(|p| (self.install(p), &p.upstream, p.per_run)).collect();
+            println!("{}", estimate(&planned, self.runs(), self.options.prove_ring));
+        }
     }
-    for n in &not_run {
-        println!("  not run: {n}");
+
+    /// Runs of each upstream: every server live, then the failure runs.
+    fn runs(&self) -> usize {
+        1 + self.options.failure_runs
     }
-    let runs = 1 + options.failure_runs;
-    let total: usize = planned.iter().map(|(_, _, per_run)| per_run * runs).sum();
-    if !planned.is_empty() {
-        println!("{}", estimate(&planned, runs, !args.no_ring_proof));
+
+    fn install(&self, p: &Planned) -> &Installation {
+        &self.choices[p.build].0
     }
-    let mut progress = Reporter::new(total);
-    let mut reports: Vec<UpstreamReport> = Vec::new();
-    for (install, u, per_run) in &planned {
-        let replay = replay_command(args, file, &u.name, install);
-        let label = format!("{} {}", install.label(), u.name);
-        let report = prover.prove(install, u, &options, &replay, &mut |p| {
-            if let Some(line) = progress.update(&label, p) {
-                eprintln!("{line}");
+
+    /// Proves each planned upstream on its build, with progress on stderr.
+    fn run(&self) -> Vec<UpstreamReport> {
+        let runs = self.runs();
+        let mut progress = Reporter::new(self.planned.iter().map(|p| p.per_run * runs).sum());
+        let mut reports = Vec::new();
+        for p in &self.planned {
+            let (install, upstream) = (self.install(p), &p.upstream);
+            let replay = replay_command(self.file, &upstream.name, install, &self.options);
+            let label = format!("{} {}", install.label(), upstream.name);
+            let report = self.prover.prove(install, upstream, &self.options, &replay, &mut |progressed| {
+                if let Some(line) = progress.update(&label, progressed) {
+                    eprintln!("{line}");
+                }
+            });
+            progress.finished(report.requests, p.per_run * runs);
+            reports.push(report);
+        }
+        progress.finish();
+        reports
+    }
+
+    /// Prints the table, nginx's address order, faults, what was not comparable and the first findings;
+    /// judges the run, saves its findings, and returns its verdict and report.
+    fn report(&self, reports: &[UpstreamReport]) -> (Verdict, Option<Report>) {
+        if !reports.is_empty() {
+            print!("{}", table(reports));
+        }
+        print_address_order(reports);
+        for r in reports {
+            if let Some(f) = &r.fault {
+                println!("harness fault: nginx {}, upstream {}:", r.build, r.upstream);
+                for line in f.lines() {
+                    println!("    {line}");
+                }
+                if let Some((install, _)) = self.choices.iter().find(|(i, _)| i.label() == r.build) {
+                    println!("  replay: {}", replay_command(self.file, &r.upstream, install, &self.options));
+                }
             }
-        });
-        progress.finished(report.requests, per_run * runs);
-        reports.push(report);
+        }
+        let not_compared: usize = reports.iter().map(UpstreamReport::not_compared).sum();
+        print_not_comparable(reports, not_compared);
+        let findings: Vec<_> = reports.iter().flat_map(|r| r.findings.iter().cloned()).collect();
+        for f in findings.iter().take(5) {
+            println!(
+                "  nginx {} upstream {} key {}: expected {:?}, nginx {:?}\n  replay: {}",
+                f.version,
+                reports.iter().find(|r| r.findings.iter().any(|g| g.replay == f.replay)).map_or("", |r| &r.upstream),
+                show_key(&f.mismatch.key),
+                f.mismatch.expected,
+                f.mismatch.actual,
+                f.replay
+            );
+        }
+        let unhostable = self.prover.plan().is_some_and(|p| !p.refused.is_empty());
+        let tally = UpstreamReport::tally(reports, self.rejected, unhostable);
+        let verdict = Verdict::of(&tally);
+        match verdict {
+            Verdict::Proven if not_compared > 0 => println!(
+                "0 mismatches: the library routes exactly like nginx on every compared request above ({} \
+                 compared, {not_compared} not comparable).",
+                tally.compared
+            ),
+            Verdict::Proven => println!("0 mismatches: the library routes exactly like nginx on every request above."),
+            Verdict::Usage => eprintln!(
+                "nginx-ketama: nothing to prove: no upstream of {} can be hosted here (see \"not run\" above)",
+                self.file.display()
+            ),
+            Verdict::HarnessFault if tally.harness_faults == 0 => println!("nothing checked: no request was compared"),
+            Verdict::HarnessFault => println!("harness fault: this run proves nothing (see above)"),
+            // --config proves the library (no shim), so there is no protocol to break.
+            Verdict::Mismatches | Verdict::ProtocolFault => {}
+        }
+        let written = save_findings(self.args, &findings, verdict);
+        let report =
+            config_report(self.args, self.file, &self.options, &self.choices, reports, &self.unrunnable, written);
+        (verdict, Some(report))
     }
-    progress.finish();
-    if !reports.is_empty() {
-        print!("{}", table(&reports));
+}
+
+/// What the config holds: the upstreams to prove, those skipped and why, and the keys the proof sends.
+fn print_choice(file: &Path, choice: &Choice) {
+    println!(
+        "config: {}: {} hash upstream{} to prove, {} skipped",
+        file.display(),
+        choice.prove.len(),
+        if choice.prove.len() == 1 { "" } else { "s" },
+        choice.skipped.len()
+    );
+    for s in &choice.skipped {
+        println!("  skipped: {} ({}): {}", s.name, s.location, s.why);
     }
+    if !choice.prove.is_empty() {
+        let keys: Vec<String> = choice.prove.iter().map(|u| format!("{} ({})", u.key, u.name)).collect();
+        println!(
+            "  keys: the proof sends raw keys in place of each key expression: {}; how nginx builds a key from its \
+             expression is not proven",
+            keys.join(", ")
+        );
+    }
+}
+
+/// How nginx ordered each hostname's addresses, as nginx itself said (the first build that resolved it).
+fn print_address_order(reports: &[UpstreamReport]) {
     let mut order: Vec<(String, String)> = Vec::new();
-    for r in &reports {
+    for r in reports {
         for (name, ips) in &r.resolution {
             if !order.iter().any(|(n, _)| n == name) {
                 let ips: Vec<String> = ips.iter().map(ToString::to_string).collect();
@@ -210,75 +324,27 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> (Verdict, Option<
         let order: Vec<String> = order.into_iter().map(|(_, o)| o).collect();
         println!("nginx's address order, asked from nginx: {}", order.join("; "));
     }
-    for r in &reports {
-        if let Some(f) = &r.fault {
-            println!("harness fault: nginx {}, upstream {}:", r.build, r.upstream);
-            for line in f.lines() {
-                println!("    {line}");
-            }
-            if let Some(install) = choices.iter().map(|(i, _)| i).find(|i| i.label() == r.build) {
-                println!("  replay: {}", replay_command(args, file, &r.upstream, install));
-            }
-            faults += 1;
+}
+
+/// The requests whose route depends on when nginx's clock ticked, by why; none is counted as compared.
+fn print_not_comparable(reports: &[UpstreamReport], not_compared: usize) {
+    if not_compared == 0 {
+        return;
+    }
+    let mut why: Vec<(Unclocked, usize)> = Vec::new();
+    for (w, n) in reports.iter().flat_map(|r| &r.not_comparable) {
+        match why.iter_mut().find(|(x, _)| x == w) {
+            Some((_, m)) => *m += n,
+            None => why.push((*w, *n)),
         }
     }
-    let not_compared: usize = reports.iter().map(UpstreamReport::not_compared).sum();
-    if not_compared > 0 {
-        let mut why: Vec<(Unclocked, usize)> = Vec::new();
-        for (w, n) in reports.iter().flat_map(|r| &r.not_comparable) {
-            match why.iter_mut().find(|(x, _)| x == w) {
-                Some((_, m)) => *m += n,
-                None => why.push((*w, *n)),
-            }
-        }
-        let why: Vec<String> = why.iter().map(|(w, n)| format!("{n}: {w}")).collect();
-        println!(
-            "not comparable: {not_compared} request{} ({}); nginx's clock (whole seconds) decides when a failed \
-             server comes back, and a second can end inside a request; none of them is counted as compared",
-            if not_compared == 1 { "" } else { "s" },
-            why.join("; ")
-        );
-    }
-    let findings: Vec<_> = reports.iter().flat_map(|r| r.findings.iter().cloned()).collect();
-    for f in findings.iter().take(5) {
-        println!(
-            "  nginx {} upstream {} key {}: expected {:?}, nginx {:?}\n  replay: {}",
-            f.version,
-            reports.iter().find(|r| r.findings.iter().any(|g| g.replay == f.replay)).map_or("", |r| &r.upstream),
-            show_key(&f.mismatch.key),
-            f.mismatch.expected,
-            f.mismatch.actual,
-            f.replay
-        );
-    }
-    let compared: usize = reports.iter().map(|r| r.requests - r.not_compared()).sum();
-    let refused_only = reports.is_empty() && faults == 0 && prover.plan().is_some_and(|p| !p.refused.is_empty());
-    let verdict = if !findings.is_empty() {
-        Verdict::Mismatches
-    } else if refused_only {
-        Verdict::Usage
-    } else if faults > 0 || compared == 0 {
-        Verdict::HarnessFault
-    } else {
-        Verdict::Proven
-    };
-    match verdict {
-        Verdict::Proven if not_compared > 0 => println!(
-            "0 mismatches: the library routes exactly like nginx on every compared request above ({compared} \
-             compared, {not_compared} not comparable)."
-        ),
-        Verdict::Proven => println!("0 mismatches: the library routes exactly like nginx on every request above."),
-        Verdict::Usage => eprintln!(
-            "nginx-ketama: nothing to prove: no upstream of {} can be hosted here (see \"not run\" above)",
-            file.display()
-        ),
-        Verdict::HarnessFault if faults == 0 => println!("nothing checked: no request was compared"),
-        Verdict::HarnessFault => println!("harness fault: this run proves nothing (see above)"),
-        // --config proves the library (no shim), so there is no protocol to break.
-        Verdict::Mismatches | Verdict::ProtocolFault => {}
-    }
-    let written = save_findings(args, &findings, verdict);
-    (verdict, Some(config_report(args, file, &choices, &reports, &unrunnable, written)))
+    let why: Vec<String> = why.iter().map(|(w, n)| format!("{n}: {w}")).collect();
+    println!(
+        "not comparable: {not_compared} request{} ({}); nginx's clock (whole seconds) decides when a failed server \
+         comes back, and a second can end inside a request; none of them is counted as compared",
+        if not_compared == 1 { "" } else { "s" },
+        why.join("; ")
+    );
 }
 
 /// The report of `verify --config`: a suite per build, a case per upstream of the config (proven, not
@@ -287,9 +353,10 @@ pub(crate) fn verify_config(args: &VerifyArgs, file: &Path) -> (Verdict, Option<
 fn config_report(
     args: &VerifyArgs,
     file: &Path,
-    choices: &[(Installation, Result<Choice, String>)],
+    options: &ProveOptions,
+    choices: &[BuildChoice],
     reports: &[UpstreamReport],
-    unrunnable: &[(String, String, String)],
+    unrunnable: &[Unrunnable],
     mismatches_written: bool,
 ) -> Report {
     let suites = choices
@@ -308,9 +375,9 @@ fn config_report(
                         .prove
                         .iter()
                         .map(|u| {
-                            let replay = replay_command(args, file, &u.name, install);
+                            let replay = replay_command(file, &u.name, install, options);
                             let report = reports.iter().find(|r| r.build == build && r.upstream == u.name);
-                            let why = unrunnable.iter().find(|(b, n, _)| *b == build && *n == u.name);
+                            let why = unrunnable.iter().find(|n| n.build == build && n.upstream == u.name);
                             let (counts, outcome) = match (report, why) {
                                 (Some(r), _) => (
                                     Counts {
@@ -324,7 +391,7 @@ fn config_report(
                                         None => Outcome::of(r.findings.iter(), replay),
                                     },
                                 ),
-                                (None, Some((_, _, why))) => {
+                                (None, Some(Unrunnable { why, .. })) => {
                                     (Counts::default(), Outcome::Skipped { reason: format!("not run: {why}") })
                                 }
                                 (None, None) => (Counts::default(), Outcome::Skipped { reason: "not run".into() }),
@@ -587,7 +654,8 @@ pub(crate) fn table(reports: &[UpstreamReport]) -> String {
 mod tests {
     use super::*;
     use clap::Parser;
-    use nginx_ketama::Method;
+    use nginx_ketama::{Libc, Method};
+    use nginx_ketama_harness::nginx::install::Origin;
 
     #[derive(Debug, Parser)]
     struct Wrap {
@@ -608,7 +676,7 @@ mod tests {
             origin: Origin::Provisioned { dir: "/nowhere".into(), package: "1.26.3-3".into() },
         };
         assert_eq!(
-            replay_command(&args, Path::new("a/nginx.conf"), "app", &install),
+            replay_command(Path::new("a/nginx.conf"), "app", &install, &args.prove_options()),
             "nginx-ketama verify --config a/nginx.conf --upstream app --versions 1.26.3 --libc musl --seed 7 --keys 50 \
              --failure-runs 4 --no-ring-proof"
         );

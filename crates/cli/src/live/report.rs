@@ -8,8 +8,8 @@
 //! that refuses a new file, one of the command's inputs: exit 2), and written whole, as the mismatch file is
 //! (`nginx_ketama_output`: never by replacing something that is not a regular file).
 
-use super::verify::Verdict;
 use nginx_ketama_harness::proofs::sweep::Finding;
+use nginx_ketama_harness::proofs::verdict::Verdict;
 use nginx_ketama_harness::run::observation::Observation;
 use nginx_ketama_output::Options;
 use std::fmt::Write as _;
@@ -155,6 +155,29 @@ pub(crate) struct Report {
     pub(crate) suites: Vec<Suite>,
     /// Where the run's mismatches were written, when there were any.
     pub(crate) mismatches_file: Option<PathBuf>,
+}
+
+impl Report {
+    /// The report of a run that could not start: one case, an error saying why.
+    pub(crate) fn refused(proof: Proof, implementation: Implementation, seed: u64, cause: String) -> Report {
+        Report {
+            proof,
+            implementation,
+            seed,
+            mismatches_file: None,
+            suites: vec![Suite {
+                build: "none".into(),
+                description: "no nginx build could be used".into(),
+                run: None,
+                cases: vec![Case {
+                    name: "start".into(),
+                    detail: None,
+                    counts: Counts::default(),
+                    outcome: Outcome::Error { cause, replay: None },
+                }],
+            }],
+        }
+    }
 }
 
 /// The cases of one nginx build (in one run).

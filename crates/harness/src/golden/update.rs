@@ -24,68 +24,38 @@ use super::record_file::{Record, load_records, merge, record_json, skeleton};
 use super::snapshots::pending_snapshot;
 use super::snapshots::snapshot_name;
 use crate::catalog::catalog;
-use crate::nginx::build::Build;
-use crate::nginx::docker::{Image, ImageOrigin};
 use crate::nginx::install::Installation;
+use crate::nginx::selection::{Place, Selection, Source};
 use anyhow::{Context, Result, bail};
-use nginx_ketama::version::NginxVersion;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 /// What to record.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RecordArgs {
     /// Record nothing: refresh the records' prose from the catalog and regenerate the fixtures.
     pub offline: bool,
     /// Record only this case (repeatable); records of other cases are kept.
     pub cases: Vec<String>,
-    /// The builds to record on.
-    pub builds: RecordBuilds,
+    /// The builds to record on ([`Selection::to_record`]): runs of other builds already in the records are
+    /// kept.
+    pub builds: Selection,
     /// Where the records, fixtures and snapshots are (default: this repository).
     pub layout: Option<Layout>,
 }
 
-/// The builds a recording runs on; runs of other builds already in the records are kept.
-#[derive(Debug, Clone)]
-pub enum RecordBuilds {
-    /// The provisioned builds of these versions (every provisioned build when empty).
-    Provisioned(Vec<NginxVersion>),
-    /// Binaries named by `--nginx PATH`, run as local processes.
-    Named(Vec<PathBuf>),
-    /// Local images named by `--image REF` (never pulled), each case run in containers of them.
-    Images(Vec<String>),
-}
-
-impl Default for RecordBuilds {
+impl Default for RecordArgs {
+    /// Every case on every provisioned build.
     fn default() -> Self {
-        RecordBuilds::Provisioned(Vec::new())
-    }
-}
-
-impl RecordBuilds {
-    /// The builds to record on.
-    ///
-    /// # Errors
-    ///
-    /// Nothing provisioned, a named binary that is not nginx, an image that is not present locally (or
-    /// holds no nginx at `/usr/sbin/nginx`), or no Docker engine.
-    pub fn resolve(&self) -> Result<Vec<Build>> {
-        match self {
-            RecordBuilds::Provisioned(versions) => {
-                let root = Installation::default_root();
-                let mut installs = Installation::discover(&root);
-                if !versions.is_empty() {
-                    installs.retain(|i| versions.contains(&i.version));
-                }
-                if installs.is_empty() {
-                    bail!("no nginx under {} — run scripts/provision-nginx first", root.display());
-                }
-                Ok(installs.into_iter().map(Build::Local).collect())
-            }
-            RecordBuilds::Named(paths) => paths.iter().map(|p| Ok(Build::Local(Installation::named(p)?))).collect(),
-            RecordBuilds::Images(images) => {
-                images.iter().map(|r| Ok(Build::Docker(Image::probe(r, ImageOrigin::Named)?))).collect()
-            }
+        RecordArgs {
+            offline: false,
+            cases: Vec::new(),
+            builds: Selection::to_record(Source::Provisioned {
+                root: Installation::default_root(),
+                versions: Vec::new(),
+                place: Place::Local,
+            }),
+            layout: None,
         }
     }
 }
@@ -191,7 +161,7 @@ fn update_snapshots(all: &[Record], dir: &Path) -> Result<Vec<String>> {
 /// Records the chosen cases on the chosen builds into `records`.
 fn record_catalog(args: &RecordArgs, records: &Path) -> Result<RecordStatus> {
     let mut status = RecordStatus::Clean;
-    let installs = args.builds.resolve()?;
+    let installs = args.builds.builds()?;
     for install in &installs {
         eprintln!("recording on {}", install.summary());
     }

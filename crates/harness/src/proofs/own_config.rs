@@ -22,12 +22,15 @@
 
 pub mod plan;
 
+use crate::nginx::build::Build;
 use crate::nginx::install::Installation;
 use crate::nginx::local::LocalNginx;
 use crate::nginx::log::log_tail;
 use crate::nginx::netns::{self, Holder, Isolation};
 use crate::nginx::scratch::ScratchDir;
+use crate::proofs::replay::{self, Replay};
 use crate::proofs::sweep::{Finding, topology_seed};
+use crate::proofs::verdict::Tally;
 use crate::run::client::pipeline;
 use crate::run::clock::{ClockedModel, Unclocked};
 use crate::run::parity::{self, PlanOptions, compare_clocked, http_site, resolve_through_nginx};
@@ -347,6 +350,32 @@ impl UpstreamReport {
     pub fn not_compared(&self) -> usize {
         self.not_comparable.iter().map(|(_, n)| n).sum()
     }
+
+    /// What a `verify --config` run counted, for its [`Verdict`](crate::proofs::verdict::Verdict):
+    /// `reports`, plus `rejected` builds that refused the config; `unhostable` when nothing ran because
+    /// the namespace plan refused every upstream.
+    pub fn tally(reports: &[UpstreamReport], rejected: usize, unhostable: bool) -> Tally {
+        Tally {
+            mismatches: reports.iter().map(|r| r.findings.len()).sum(),
+            protocol_faults: 0,
+            harness_faults: rejected + reports.iter().filter(|r| r.fault.is_some()).count(),
+            compared: reports.iter().map(|r| r.requests - r.not_compared()).sum(),
+            unhostable_only: reports.is_empty() && unhostable,
+        }
+    }
+}
+
+/// The command that proves `upstream` of the config `file` on `install` again, with `options`.
+pub fn replay_command(file: &Path, upstream: &str, install: &Installation, options: &ProveOptions) -> String {
+    Replay::verify()
+        .option("--config", file.display())
+        .option("--upstream", upstream)
+        .build(&Build::Local(install.clone()), replay::Backend::Implied)
+        .option("--seed", options.seed)
+        .option("--keys", options.keys)
+        .option("--failure-runs", options.failure_runs)
+        .switch("--no-ring-proof", !options.prove_ring)
+        .into()
 }
 
 /// Where a proof of one upstream on one build stands, for progress reports.

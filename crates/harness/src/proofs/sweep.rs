@@ -2,8 +2,10 @@
 
 use crate::nginx::build::Build;
 use crate::nginx::docker::{Image, ImageOrigin};
-use crate::nginx::install::{Installation, Origin, Stream};
+use crate::nginx::install::{Installation, Stream};
+use crate::proofs::replay::{self, Replay};
 use crate::proofs::shim::{ProtocolFault, ShimModel};
+use crate::proofs::verdict::Tally;
 use crate::run::client::Method as HttpMethod;
 use crate::run::observation::Observation;
 use crate::run::parity::{self, FailureModel, KeyKind, LibraryModel, Mismatch, PlanOptions, compare};
@@ -50,6 +52,10 @@ pub struct SweepOptions {
     /// answer a status, stall or send an invalid header, a random retry policy, and POST requests. Off
     /// with a shim (the shim protocol carries refused connections only).
     pub failure_kinds: bool,
+    /// Where the provisioned builds are: a container hides the client's source port, which the stream
+    /// upstream hashes, so the stream check of an image built by `scripts/build-images` runs on the
+    /// provisioned build it was made from.
+    pub provisioned: PathBuf,
 }
 
 /// Whether topology `index` of a sweep with failure kinds gets them (the odd indexes).
@@ -71,6 +77,7 @@ impl Default for SweepOptions {
             shim: None,
             keep_going: false,
             failure_kinds: true,
+            provisioned: Installation::default_root(),
         }
     }
 }
@@ -160,49 +167,24 @@ pub struct Fault {
 /// `--nginx PATH`, a named image by `--image REF`.
 pub fn replay_command(backend: &Build, options: &SweepOptions, index: Option<usize>) -> String {
     let defaults = SweepOptions::default();
-    let mut cmd = match backend {
-        Build::Local(Installation { origin: Origin::Named { path, .. }, .. }) => {
-            format!("nginx-ketama verify --nginx {}", shell_quote(&path.display().to_string()))
-        }
-        Build::Docker(Image { origin: ImageOrigin::Named, reference, .. }) => {
-            format!("nginx-ketama verify --image {}", shell_quote(reference))
-        }
-        _ => {
-            let mut cmd = format!("nginx-ketama verify --backend {} --versions {}", backend.kind(), backend.version());
-            if backend.libc() != Libc::Glibc {
-                cmd.push_str(&format!(" --libc {}", backend.libc()));
-            }
-            cmd
-        }
-    };
-    cmd.push_str(&format!(" --seed {} --keys {}", options.seed, options.keys));
+    let mut replay = Replay::verify()
+        .build(backend, replay::Backend::Named)
+        .option("--seed", options.seed)
+        .option("--keys", options.keys);
     if let Some(shim) = &options.shim {
-        cmd.push_str(&format!(" --shim {}", shell_quote(shim)));
+        replay = replay.option("--shim", shim);
     }
     if options.topology.max_servers != defaults.topology.max_servers {
-        cmd.push_str(&format!(" --max-servers {}", options.topology.max_servers));
+        replay = replay.option("--max-servers", options.topology.max_servers);
     }
-    if !options.prove_ring {
-        cmd.push_str(" --no-ring-proof");
-    }
-    if !options.failure_kinds && options.shim.is_none() {
-        cmd.push_str(" --no-failure-kinds");
-    }
+    replay = replay
+        .switch("--no-ring-proof", !options.prove_ring)
+        .switch("--no-failure-kinds", !options.failure_kinds && options.shim.is_none());
     match index {
-        Some(i) => cmd.push_str(&format!(" --only {i}")),
-        None => cmd.push_str(&format!(" --topologies 0 --stream-sessions {}", options.stream_sessions)),
+        Some(i) => replay.option("--only", i),
+        None => replay.option("--topologies", 0).option("--stream-sessions", options.stream_sessions),
     }
-    cmd
-}
-
-/// `text` as one shell word: as it is when it needs no quoting, else in single quotes.
-fn shell_quote(text: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-:+@=,".contains(c);
-    if !text.is_empty() && text.chars().all(plain) {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
+    .into()
 }
 
 /// Totals for one nginx version.
@@ -289,6 +271,18 @@ impl VersionReport {
         self.findings.is_empty() && self.faults.is_empty() && self.requests + self.stream_sessions > 0
     }
 
+    /// What the reports of one run of a sweep counted, for its [`Verdict`](crate::proofs::verdict::Verdict).
+    pub fn tally(reports: &[VersionReport]) -> Tally {
+        let faults = || reports.iter().flat_map(|r| &r.faults);
+        Tally {
+            mismatches: reports.iter().map(|r| r.findings.len()).sum(),
+            protocol_faults: faults().filter(|f| f.kind == FaultKind::Protocol).count(),
+            harness_faults: faults().filter(|f| f.kind == FaultKind::Harness).count(),
+            compared: reports.iter().map(|r| r.requests + r.stream_sessions).sum(),
+            unhostable_only: false,
+        }
+    }
+
     /// Requests per second against nginx.
     pub fn rate(&self) -> f64 {
         self.requests as f64 / self.elapsed.as_secs_f64().max(1e-9)
@@ -306,6 +300,8 @@ pub enum Event<'a> {
     Done(usize),
     /// This topology could not be run (see [`Fault`]).
     Fault(usize, FaultKind),
+    /// The stream check is starting, on this build (the image's own build when the sweep runs an image).
+    Stream(String),
 }
 
 /// Resolves `names` the way nginx will see them: our resolver run in the same kind of private namespaces the
@@ -393,10 +389,45 @@ pub fn sweep_backend(backend: &Build, options: &SweepOptions, on: &mut dyn FnMut
             return report;
         }
     }
-    if options.stream_sessions > 0 && matches!(backend, Build::Local(_)) && options.only.is_none() {
-        stream_into(backend, options, &mut report);
+    if options.stream_sessions > 0 && options.only.is_none() {
+        match backend {
+            Build::Local(_) => {
+                on(Event::Stream(backend.label()));
+                stream_into(backend, options, &mut report);
+            }
+            Build::Docker(image) => stream_of_image(image, options, &mut report, on),
+        }
     }
     report
+}
+
+/// The stream check of a sweep run on `image`: a container hides the client's source port, which the
+/// stream upstream hashes, so an image `scripts/build-images` made is checked on the provisioned build it
+/// was made from; a named image is its own build (a provisioned one of the same version may differ from
+/// it) and is not checked. `report` says why when it is not.
+fn stream_of_image(image: &Image, options: &SweepOptions, report: &mut VersionReport, on: &mut dyn FnMut(Event<'_>)) {
+    let hidden = "stream check skipped: a container hides the client's source port, which the stream upstream \
+                  hashes";
+    match image.origin {
+        ImageOrigin::Built => match Installation::discover(&options.provisioned)
+            .into_iter()
+            .find(|i| i.version == image.version && i.libc == image.libc)
+        {
+            Some(install) => {
+                let build = Build::Local(install);
+                on(Event::Stream(build.label()));
+                stream_into(&build, options, report);
+            }
+            None => {
+                report.stream_skipped =
+                    Some(format!("{hidden}, and the build the image was made from is not provisioned here"))
+            }
+        },
+        ImageOrigin::Named => {
+            report.stream_skipped =
+                Some(format!("{hidden}; a named image is its own build, not checked on a provisioned one"))
+        }
+    }
 }
 
 /// Runs the stream check on `backend` and adds its sessions, mismatches or fault to `report`; a build
@@ -695,6 +726,7 @@ impl VersionReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nginx::install::Origin;
 
     fn provisioned(libc: Libc) -> Build {
         Build::Local(Installation {
