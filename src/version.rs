@@ -33,8 +33,8 @@ pub struct NginxVersion {
 }
 
 impl NginxVersion {
-    /// The newest release the project verifies against; the default everywhere.
-    pub const LATEST: NginxVersion = NginxVersion::new(1, 30, 6);
+    /// The newest release the project verifies against (the last of [`PROBED`]); the default everywhere.
+    pub const LATEST: NginxVersion = PROBED[PROBED.len() - 1];
 
     /// A version from its three numbers.
     pub const fn new(major: u32, minor: u32, patch: u32) -> NginxVersion {
@@ -286,6 +286,7 @@ impl NginxVersion {
 /// `scripts/probe-variables`); a release in between uses the newest probed one before it, an older one the
 /// oldest. To add a release: provision it, re-run both probes and table generators (one column per release,
 /// oldest first; the variable table holds at most 8), list it here, and add any rule change to [`RULES`].
+/// The modelled range ([`MODELLED`]) and the default release ([`NginxVersion::LATEST`]) follow from this list.
 pub const PROBED: [NginxVersion; 4] = [
     NginxVersion::new(1, 18, 0),
     NginxVersion::new(1, 22, 1),
@@ -293,10 +294,12 @@ pub const PROBED: [NginxVersion; 4] = [
     NginxVersion::new(1, 30, 6),
 ];
 
-/// The releases whose routing this crate models: 1.18.0 through every 1.30 release. Outside them routing
-/// rules differ or are not yet known (docs/nginx-algorithm.md §8); [`NginxVersion::modelled`] refuses them.
+/// The releases whose routing this crate models, from the probed releases ([`PROBED`]): the first of them
+/// through every patch release of the last one's series (today 1.18.0 through every 1.30 release). Outside
+/// them routing rules differ or are not yet known (docs/nginx-algorithm.md §8); [`NginxVersion::modelled`]
+/// refuses them.
 pub const MODELLED: std::ops::RangeInclusive<NginxVersion> =
-    NginxVersion::new(1, 18, 0)..=NginxVersion::new(1, 30, u32::MAX);
+    PROBED[0]..=NginxVersion::new(NginxVersion::LATEST.major, NginxVersion::LATEST.minor, u32::MAX);
 
 /// A release outside [`MODELLED`].
 ///

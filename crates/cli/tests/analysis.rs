@@ -1,47 +1,21 @@
-//! The analysis commands (`explain`, `share`, `diff`, `forge`, `compare`), offline, through the binary:
+//! The analysis commands (`crates/cli/src/analysis/`), offline, through the binary:
 //! each command's formats, its agreement with `route` on the same keys, pictures that render, and errors.
 
-use nginx_ketama_harness::testkit::{TempFile, run_with_stdin};
+#[path = "support/common.rs"]
+mod common;
+
+use common::{CLI, conf, fails, json, ok, run};
+use nginx_ketama_harness::testkit::TempFile;
 use serde_json::Value;
-use std::process::{Command, Output};
-
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
-
-fn conf(name: &str, upstream: &str) -> TempFile {
-    TempFile::new(name, format!("events {{}}\nhttp {{\n{upstream}\n}}\n"))
-}
+use std::process::Command;
 
 const FIVE: &str = "upstream app {\n  hash $arg_k consistent;\n  server 127.0.0.1:9001;\n  server 127.0.0.1:9002;\n  server 127.0.0.1:9003;\n  server 127.0.0.1:9004;\n  server 127.0.0.1:9005;\n}";
-
-fn run(args: &[&str]) -> Output {
-    run_in(args, b"")
-}
-
-fn run_in(args: &[&str], stdin: &[u8]) -> Output {
-    let mut cmd = Command::new(CLI);
-    cmd.args(args);
-    run_with_stdin(cmd, stdin).unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_str(&ok(out)).unwrap()
-}
-
-fn fails(out: &Output) -> String {
-    assert_eq!(out.status.code(), Some(2), "stdout: {}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8(out.stderr.clone()).unwrap()
-}
 
 #[test]
 fn share_json_sums_to_the_hash_space_and_csv_and_table_agree() {
     let c = conf("share.conf", FIVE);
     let c = c.to_str().unwrap();
-    let doc = json(&run(&["share", "--config", c, "--failed", "127.0.0.1:9003", "--format", "json"]));
+    let doc = json(&run(&["share", "--config", c, "--failed", "127.0.0.1:9003", "--format", "json"], b""));
     let servers = doc["servers"].as_array().unwrap();
     let sum: u64 =
         servers.iter().map(|s| s["share"].as_u64().unwrap()).sum::<u64>() + doc["round_robin"].as_u64().unwrap();
@@ -49,7 +23,7 @@ fn share_json_sums_to_the_hash_space_and_csv_and_table_agree() {
     assert_eq!(doc["basis"], "ring");
     assert_eq!(servers[2]["server"], "127.0.0.1:9003");
     assert_eq!((servers[2]["health"].as_str(), servers[2]["share"].as_u64()), (Some("failing"), Some(0)));
-    let csv = ok(&run(&["share", "--config", c, "--failed", "127.0.0.1:9003", "--format", "csv"]));
+    let csv = ok(&run(&["share", "--config", c, "--failed", "127.0.0.1:9003", "--format", "csv"], b""));
     let rows: Vec<&str> = csv.lines().collect();
     assert_eq!(rows[0], "server,health,points,arcs,share,fraction");
     assert_eq!(rows.len(), 1 + 5 + 1);
@@ -58,7 +32,7 @@ fn share_json_sums_to_the_hash_space_and_csv_and_table_agree() {
         assert_eq!(cells[0], s["server"]);
         assert_eq!(cells[4], s["share"].as_u64().unwrap().to_string());
     }
-    let table = ok(&run(&["share", "--config", c]));
+    let table = ok(&run(&["share", "--config", c], b""));
     assert!(table.starts_with("upstream app (consistent, nginx 1.30.6): exact over all 2^32 CRC32 values\n"));
     assert!(table.contains("total") && table.contains("4294967296  100.000%"), "{table}");
 }
@@ -70,8 +44,8 @@ fn share_over_keys_equals_route() {
     let c = c.to_str().unwrap();
     let keys: String = (0..300).map(|i| format!("/item/{i}\n")).collect::<String>() + "\n";
     let file = TempFile::new("keys.txt", &keys);
-    let doc = json(&run(&["share", "--config", c, "--keys", file.to_str().unwrap(), "--format", "json"]));
-    let routed = ok(&run_in(&["route", "--config", c], keys.as_bytes()));
+    let doc = json(&run(&["share", "--config", c, "--keys", file.to_str().unwrap(), "--format", "json"], b""));
+    let routed = ok(&run(&["route", "--config", c], keys.as_bytes()));
     let mut want = std::collections::BTreeMap::<String, u64>::new();
     let mut rr = 0;
     for line in routed.lines() {
@@ -102,11 +76,11 @@ fn explain_attempts_equal_route() {
         args.extend(["--failed", f]);
     }
     args.extend(keys);
-    let explained = json(&run(&args));
+    let explained = json(&run(&args, b""));
     let input: String = keys.iter().map(|k| format!("{k}\n")).collect();
     let mut route = vec!["route", "--config", c];
     route.extend(&args[5..11]);
-    let routed = ok(&run_in(&route, input.as_bytes()));
+    let routed = ok(&run(&route, input.as_bytes()));
     assert_eq!(explained["schema"], "nginx-ketama/explain/v1");
     let explained = &explained["keys"];
     for (e, r) in explained.as_array().unwrap().iter().zip(routed.lines()) {
@@ -120,9 +94,9 @@ fn explain_attempts_equal_route() {
     assert_eq!(k0["landing"]["index"], 691);
     let misses: Vec<u64> = k0["steps"].as_array().unwrap().iter().filter_map(|s| s["miss"].as_u64()).collect();
     assert_eq!(misses, [1, 2, 3, 4, 5, 6]);
-    let text = ok(&run(&["explain", "--config", c, "--failed", "127.0.0.1:9903", "k0"]));
+    let text = ok(&run(&["explain", "--config", c, "--failed", "127.0.0.1:9903", "k0"], b""));
     assert!(text.contains("  point 691 (") && text.contains("miss 1: 127.0.0.1:9903 tried"), "{text}");
-    assert!(fails(&run(&["explain", "--config", c, "--format", "csv", "k0"])).contains("no CSV form"));
+    assert!(fails(&run(&["explain", "--config", c, "--format", "csv", "k0"], b"")).contains("no CSV form"));
 }
 
 /// `forge` keys go where it says, according to `route`, with and without failing servers.
@@ -147,7 +121,7 @@ fn forged_keys_route_to_their_server() {
         if let Some(f) = failed {
             args.extend(["--failed", f]);
         }
-        let keys = json(&run(&args));
+        let keys = json(&run(&args, b""));
         assert_eq!(keys["server"], "127.0.0.1:9002");
         let keys: Vec<&str> = keys["keys"].as_array().unwrap().iter().map(|k| k["key"].as_str().unwrap()).collect();
         assert_eq!(keys.len(), 40);
@@ -156,14 +130,14 @@ fn forged_keys_route_to_their_server() {
         if let Some(f) = failed {
             route.extend(["--failed", f]);
         }
-        for line in ok(&run_in(&route, input.as_bytes())).lines() {
+        for line in ok(&run(&route, input.as_bytes())).lines() {
             let v: Value = serde_json::from_str(line).unwrap();
             assert_eq!(v["attempts"].as_array().unwrap().last().unwrap(), "127.0.0.1:9002", "{v}");
         }
     }
-    let err = fails(&run(&["forge", "--config", c, "--server", "10.9.9.9:1"]));
+    let err = fails(&run(&["forge", "--config", c, "--server", "10.9.9.9:1"], b""));
     assert!(err.starts_with("nginx-ketama: no server \"10.9.9.9:1\" in upstream \"app\""), "{err}");
-    let err = fails(&run(&["forge", "--config", c, "--server", "127.0.0.1:9001", "--point", "100000"]));
+    let err = fails(&run(&["forge", "--config", c, "--server", "127.0.0.1:9001", "--point", "100000"], b""));
     assert!(err.contains("point 100000 is out of range (the ring has 800 points)"), "{err}");
 }
 
@@ -175,15 +149,15 @@ fn diff_of_a_file_with_itself_is_zero_and_adding_a_server_moves_keys_only_to_it(
         &FIVE.replace("  server 127.0.0.1:9005;\n", "  server 127.0.0.1:9005;\n  server 127.0.0.1:9006;\n"),
     );
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
-    let same = json(&run(&["diff", "--from", a, "--to", a, "--format", "json"]));
+    let same = json(&run(&["diff", "--from", a, "--to", a, "--format", "json"], b""));
     assert_eq!(same["hash_space"]["moved"], 0);
-    let grow = json(&run(&["diff", "--from", a, "--to", b, "--format", "json"]));
+    let grow = json(&run(&["diff", "--from", a, "--to", b, "--format", "json"], b""));
     let moved = grow["hash_space"]["moved"].as_u64().unwrap();
     assert!(moved > 0);
     let moves = grow["hash_space"]["moves"].as_array().unwrap();
     assert!(moves.iter().all(|m| m["to"] == "127.0.0.1:9006"));
     assert_eq!(moves.iter().map(|m| m["count"].as_u64().unwrap()).sum::<u64>(), moved);
-    let csv = ok(&run(&["diff", "--from", a, "--to", b, "--format", "csv"]));
+    let csv = ok(&run(&["diff", "--from", a, "--to", b, "--format", "csv"], b""));
     assert_eq!(csv.lines().next(), Some("measure,from,to,count,fraction"));
     assert_eq!(csv.lines().count(), 1 + moves.len());
     // Versions: plain hash with one primary and a backup is hashed before 1.27.3 and not after.
@@ -192,8 +166,10 @@ fn diff_of_a_file_with_itself_is_zero_and_adding_a_server_moves_keys_only_to_it(
         "upstream p {\n  server 127.0.0.1:9009 backup;\n  hash $arg_k;\n  server 127.0.0.1:9001;\n}",
     );
     let p = p.to_str().unwrap();
-    let v =
-        json(&run(&["diff", "--from", p, "--from-version", "1.26.3", "--to-version", "1.30.6", "--format", "json"]));
+    let v = json(&run(
+        &["diff", "--from", p, "--from-version", "1.26.3", "--to-version", "1.30.6", "--format", "json"],
+        b"",
+    ));
     assert_eq!(v["hash_space"]["moved"].as_u64(), Some(1 << 32));
     assert_eq!(v["hash_space"]["round_robin"]["after"].as_u64(), Some(1 << 32));
 }
@@ -202,10 +178,13 @@ fn diff_of_a_file_with_itself_is_zero_and_adding_a_server_moves_keys_only_to_it(
 fn compare_is_exact_against_pingora_and_sampled_against_md5_rings() {
     let c = conf("cmp.conf", FIVE);
     let c = c.to_str().unwrap();
-    let p = json(&run(&["compare", "--config", c, "--against", "pingora-ketama", "--format", "json"]));
+    let p = json(&run(&["compare", "--config", c, "--against", "pingora-ketama", "--format", "json"], b""));
     assert_eq!(p["uniform"]["method"], "exact");
     assert_eq!(p["uniform"]["agree"].as_u64(), Some(1 << 32), "canonical ip:port strings agree everywhere");
-    let m = json(&run(&["compare", "--config", c, "--against", "md5-vnodes", "--samples", "5000", "--format", "json"]));
+    let m = json(&run(
+        &["compare", "--config", c, "--against", "md5-vnodes", "--samples", "5000", "--format", "json"],
+        b"",
+    ));
     let u = &m["uniform"];
     assert_eq!((u["method"].as_str(), u["total"].as_u64()), (Some("sampled"), Some(5000)));
     let (lo, hi) = (u["interval"][0].as_f64().unwrap(), u["interval"][1].as_f64().unwrap());
@@ -215,7 +194,7 @@ fn compare_is_exact_against_pingora_and_sampled_against_md5_rings() {
         "unix.conf",
         "upstream u {\n  hash $arg_k consistent;\n  server unix:/tmp/a.sock;\n  server 127.0.0.1:1;\n}",
     );
-    let err = fails(&run(&["compare", "--config", unix.to_str().unwrap(), "--against", "pingora-ketama"]));
+    let err = fails(&run(&["compare", "--config", unix.to_str().unwrap(), "--against", "pingora-ketama"], b""));
     assert!(err.contains("pingora-ketama takes IP socket addresses"), "{err}");
 }
 
@@ -224,22 +203,22 @@ fn compare_against_a_proxy_is_exact_where_it_hashes_with_crc32_and_says_what_is_
     let c = conf("cmp-engines.conf", FIVE);
     let c = c.to_str().unwrap();
     // APISIX's ids are nginx's `host\0port` for ip:port lines: every key agrees, counted exactly.
-    let a = json(&run(&["compare", "--config", c, "--against", "apisix", "--format", "json"]));
+    let a = json(&run(&["compare", "--config", c, "--against", "apisix", "--format", "json"], b""));
     assert_eq!((a["uniform"]["method"].as_str(), a["uniform"]["agree"].as_u64()), (Some("exact"), Some(1 << 32)));
     assert!(a["provenance"].as_str().unwrap().ends_with("not proven live"), "{a}");
-    let h = json(&run(&["compare", "--config", c, "--against", "haproxy@2.6.12:crc32", "--format", "json"]));
+    let h = json(&run(&["compare", "--config", c, "--against", "haproxy@2.6.12:crc32", "--format", "json"], b""));
     assert_eq!(h["uniform"]["method"], "exact");
     assert!(h["uniform"]["agree"].as_u64().unwrap() < 1 << 31, "a different ring: {h}");
-    let t = ok(&run(&["compare", "--config", c, "--against", "caddy@2.6.2", "--samples", "2000"]));
+    let t = ok(&run(&["compare", "--config", c, "--against", "caddy@2.6.2", "--samples", "2000"], b""));
     assert!(
         t.contains("sampled: 2000 random keys")
             && t.contains("caddy@2.6.2: modelled from")
             && t.contains("proven live"),
         "{t}"
     );
-    let err = fails(&run(&["compare", "--config", c, "--against", "haproxy@2.2.9:hash-key=addr"]));
+    let err = fails(&run(&["compare", "--config", c, "--against", "haproxy@2.2.9:hash-key=addr"], b""));
     assert!(err.contains("haproxy 2.2.9 has no hash-key (3.0 on)"), "{err}");
-    let err = fails(&run(&["compare", "--config", c, "--against", "nginx"]));
+    let err = fails(&run(&["compare", "--config", c, "--against", "nginx"], b""));
     assert!(err.contains("unknown engine \"nginx\""), "{err}");
 }
 
@@ -254,12 +233,13 @@ fn compare_against_envoy_kong_and_traefik_is_sampled_and_not_proven_live() {
         ("kong:slots=20000", "kong:slots=20000: modelled from Kong/kong 3.9.3"),
         ("traefik", "traefik: modelled from traefik/traefik v3.7.9"),
     ] {
-        let t = ok(&run(&["compare", "--config", c, "--against", engine, "--samples", "2000"]));
+        let t = ok(&run(&["compare", "--config", c, "--against", engine, "--samples", "2000"], b""));
         assert!(
             t.contains("sampled: 2000 random keys") && t.contains(shown) && t.contains("not proven live"),
             "{engine}: {t}"
         );
-        let j = json(&run(&["compare", "--config", c, "--against", engine, "--samples", "2000", "--format", "json"]));
+        let j =
+            json(&run(&["compare", "--config", c, "--against", engine, "--samples", "2000", "--format", "json"], b""));
         let agree = j["uniform"]["agree_fraction"].as_f64().unwrap();
         // Five servers, hashes independent of CRC-32: about one key in five keeps its server.
         assert!((0.1..0.3).contains(&agree), "{engine}: {agree}");
@@ -270,7 +250,7 @@ fn compare_against_envoy_kong_and_traefik_is_sampled_and_not_proven_live() {
         ("kong:slots=5", "kong: invalid option \"slots=5\" (expected slots=N (10 to 65536))"),
         ("traefik:sticky", "traefik: invalid option \"sticky\" (expected none)"),
     ] {
-        let err = fails(&run(&["compare", "--config", c, "--against", engine]));
+        let err = fails(&run(&["compare", "--config", c, "--against", engine], b""));
         assert!(err.contains(message), "{engine}: {err}");
     }
 }
@@ -287,7 +267,7 @@ fn bad_failed_arguments_are_refused_with_the_peers_listed() {
         if cmd == "explain" {
             args.push("k");
         }
-        let err = fails(&run(&args));
+        let err = fails(&run(&args, b""));
         assert!(err.contains("--failed \"127.0.0.1:1\" matches no server string or peer address"), "{cmd}: {err}");
     }
 }
@@ -309,8 +289,11 @@ fn svg_pictures_render() {
     std::fs::create_dir_all(&dir).unwrap();
     let share = dir.join("share.svg");
     let diff = dir.join("diff.svg");
-    ok(&run(&["share", "--config", a.to_str().unwrap(), "--svg", share.to_str().unwrap()]));
-    ok(&run(&["diff", "--from", a.to_str().unwrap(), "--to", b.to_str().unwrap(), "--svg", diff.to_str().unwrap()]));
+    ok(&run(&["share", "--config", a.to_str().unwrap(), "--svg", share.to_str().unwrap()], b""));
+    ok(&run(
+        &["diff", "--from", a.to_str().unwrap(), "--to", b.to_str().unwrap(), "--svg", diff.to_str().unwrap()],
+        b"",
+    ));
     for svg in [&share, &diff] {
         let text = std::fs::read_to_string(svg).unwrap();
         assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"));
@@ -369,8 +352,8 @@ fn svg_onto_an_input_is_refused() {
     let before: Vec<Vec<u8>> =
         ["nginx.conf", "up.inc", "grow.conf", "keys.txt"].iter().map(|f| std::fs::read(d.join(f)).unwrap()).collect();
     let p = |f: &str| d.join(f).to_str().unwrap().to_string();
-    let share = |svg: &str| run(&["share", "--config", &p("nginx.conf"), "--keys", &p("keys.txt"), "--svg", svg]);
-    let diff = |svg: &str| run(&["diff", "--from", &p("nginx.conf"), "--to", &p("grow.conf"), "--svg", svg]);
+    let share = |svg: &str| run(&["share", "--config", &p("nginx.conf"), "--keys", &p("keys.txt"), "--svg", svg], b"");
+    let diff = |svg: &str| run(&["diff", "--from", &p("nginx.conf"), "--to", &p("grow.conf"), "--svg", svg], b"");
     for (out, svg, input) in [
         (share(&p("nginx.conf")), "nginx.conf", None),
         (share(&p("hard.svg")), "hard.svg", Some("nginx.conf")),
@@ -404,7 +387,7 @@ fn gates_fail_past_their_limit_with_one_line() {
     let b = conf("gate-b.conf", &grown);
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     let crossed = |args: &[&str]| {
-        let out = run(args);
+        let out = run(args, b"");
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         let answer = String::from_utf8(out.stdout).unwrap();
         let err = String::from_utf8(out.stderr).unwrap();
@@ -416,7 +399,7 @@ fn gates_fail_past_their_limit_with_one_line() {
     assert!(answer.starts_with("from ") && answer.contains("moved: "), "the whole answer first: {answer}");
     assert!(err.starts_with("nginx-ketama: --fail-moved-above 10% crossed: "), "{err}");
     assert!(err.contains(" of the hash space moved (") && err.contains(" points above the limit"), "{err}");
-    assert_eq!(ok(&run(&[&diff[..], &["--fail-moved-above", "0.5"]].concat())), ok(&run(&diff)));
+    assert_eq!(ok(&run(&[&diff[..], &["--fail-moved-above", "0.5"]].concat(), b"")), ok(&run(&diff, b"")));
     let (answer, _) = crossed(&[&diff[..], &["--fail-moved-above", "1%", "--format", "json"]].concat());
     assert!(serde_json::from_str::<Value>(&answer).is_ok(), "the JSON document stays whole");
 
@@ -424,7 +407,7 @@ fn gates_fail_past_their_limit_with_one_line() {
     let (_, err) = crossed(&[&share[..], &["--fail-skew-above", "1.01"]].concat());
     assert!(err.starts_with("nginx-ketama: --fail-skew-above 1.01 crossed: 127.0.0.1:900"), "{err}");
     assert!(err.contains(" times its fair share of the hash space, "), "{err}");
-    assert!(run(&[&share[..], &["--fail-skew-above", "2"]].concat()).status.success());
+    assert!(run(&[&share[..], &["--fail-skew-above", "2"]].concat(), b"").status.success());
 
     // pingora-ketama hashes the socket address, not the server string: `09001` is spelt differently.
     let spelt = conf("gate-spelt.conf", &FIVE.replace(":9001", ":09001").replace(":9002", ":09002"));
@@ -432,15 +415,15 @@ fn gates_fail_past_their_limit_with_one_line() {
     let (_, err) = crossed(&[&compare[..], &["--fail-agreement-below", "90%"]].concat());
     assert!(err.starts_with("nginx-ketama: --fail-agreement-below 90% crossed: pingora-ketama agrees"), "{err}");
     assert!(err.contains(" points below the limit"), "{err}");
-    assert!(run(&[&compare[..], &["--fail-agreement-below", "0%"]].concat()).status.success());
+    assert!(run(&[&compare[..], &["--fail-agreement-below", "0%"]].concat(), b"").status.success());
 
     for (args, bad) in [(&diff[..], "--fail-moved-above"), (&compare[..], "--fail-agreement-below")] {
         for value in ["20", "120%", "lots"] {
-            let err = fails(&run(&[args, &[bad, value]].concat()));
+            let err = fails(&run(&[args, &[bad, value]].concat(), b""));
             assert!(err.contains("e.g. 20% or 12.5%") && err.contains("(e.g. 0.2)"), "{value}: {err}");
         }
     }
-    let err = fails(&run(&[&share[..], &["--fail-skew-above", "0.9"]].concat()));
+    let err = fails(&run(&[&share[..], &["--fail-skew-above", "0.9"]].concat(), b""));
     assert!(err.contains("a ratio of at least 1"), "{err}");
 }
 
@@ -453,6 +436,6 @@ fn the_skew_gate_weighs_servers() {
     );
     let c = c.to_str().unwrap();
     // Plain hash: 32,768 values over 3 slots, within 0.01% of the weights.
-    assert!(run(&["share", "--config", c, "--fail-skew-above", "1.001"]).status.success());
-    assert_eq!(run(&["share", "--config", c, "--fail-skew-above", "1"]).status.code(), Some(1));
+    assert!(run(&["share", "--config", c, "--fail-skew-above", "1.001"], b"").status.success());
+    assert_eq!(run(&["share", "--config", c, "--fail-skew-above", "1"], b"").status.code(), Some(1));
 }

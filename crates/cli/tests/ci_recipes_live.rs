@@ -13,7 +13,10 @@ use serde_yaml::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+#[path = "support/common.rs"]
+mod common;
+
+use common::CLI;
 
 /// The first ```yaml block after the heading `### {heading}` of docs/ci.md, parsed.
 fn recipe(heading: &str) -> Value {

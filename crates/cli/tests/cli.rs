@@ -1,35 +1,18 @@
 //! The `nginx-ketama` command's contract (`route`, `ring`), offline. Expected routes come from the nginx
 //! recordings in docs/nginx-algorithm.md §11 (vectors A and C).
 
+#[path = "support/common.rs"]
+mod common;
+
+use common::{CLI, conf, lines, run};
 use nginx_ketama_harness::testkit::TempFile;
-use std::process::{Command, Output};
-
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
-
-/// Writes a whole configuration: `text` is wrapped in `events {} http { … }` when it is only `http` content
-/// (on the same lines, so line numbers in messages stay those of `text`).
-fn write_conf(name: &str, text: &str) -> TempFile {
-    let whole =
-        if text.starts_with("http") { format!("events {{}} {text}") } else { format!("events {{}} http {{ {text} }}") };
-    TempFile::new(name, whole)
-}
-
-fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut cmd = Command::new(CLI);
-    cmd.args(args);
-    nginx_ketama_harness::testkit::run_with_stdin(cmd, stdin).unwrap()
-}
-
-fn lines(out: &Output) -> Vec<serde_json::Value> {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
+use std::process::Command;
 
 const FIVE: &str = "http {\n  upstream a {\n    hash $arg_k consistent;\n    server 127.0.0.1:9001;\n    server 127.0.0.1:9002;\n    server 127.0.0.1:9003;\n    server 127.0.0.1:9004;\n    server 127.0.0.1:9005;\n  }\n}\n";
 
 #[test]
 fn route_prints_one_json_line_per_key_in_order() {
-    let conf = write_conf("five.conf", FIVE);
+    let conf = conf("five.conf", FIVE);
     let out = run(&["route", "--config", conf.to_str().unwrap(), "--no-resolve"], b"k0\nk1\n\nk11\n");
     let l = lines(&out);
     assert_eq!(l.len(), 4, "a trailing newline ends the last key; the empty line is the empty key");
@@ -51,7 +34,7 @@ fn route_prints_one_json_line_per_key_in_order() {
 
 #[test]
 fn route_follows_failover_with_failed_servers() {
-    let conf = write_conf(
+    let conf = conf(
         "failover.conf",
         "upstream b { hash $arg_k consistent; server 127.0.0.1:9001 max_fails=0; server 127.0.0.1:9002 max_fails=0;\n\
          server 127.0.0.1:9901 max_fails=0; server 127.0.0.1:9902 max_fails=0; server 127.0.0.1:9903 max_fails=0; }\n",
@@ -89,7 +72,7 @@ fn route_follows_failover_with_failed_servers() {
 #[test]
 fn route_addresses_one_peer_of_a_name_and_shows_non_utf8_keys() {
     // An IPv6 spelling that nginx prints differently: the address and the string name the same peer.
-    let conf = write_conf(
+    let conf = conf(
         "v6.conf",
         "upstream c { hash $arg_k consistent; server [0:0::1]:9101 max_fails=0; server 127.0.0.1:1 max_fails=0; }\n",
     );
@@ -104,7 +87,7 @@ fn route_addresses_one_peer_of_a_name_and_shows_non_utf8_keys() {
 
 #[test]
 fn route_handles_a_huge_key() {
-    let conf = write_conf("huge.conf", FIVE);
+    let conf = conf("huge.conf", FIVE);
     let mut key = vec![b'x'; 4 << 20];
     key.push(b'\n');
     let l = lines(&run(&["route", "--config", conf.to_str().unwrap()], &key));
@@ -123,10 +106,10 @@ fn fails_with(args: &[&str], needle: &str) {
 
 #[test]
 fn bad_input_gets_a_clear_error() {
-    let zero = write_conf("zero.conf", "http {\n upstream z {\n  hash $arg_k;\n  server a weight=0;\n }\n}\n");
+    let zero = conf("zero.conf", "http {\n upstream z {\n  hash $arg_k;\n  server a weight=0;\n }\n}\n");
     let z = zero.to_str().unwrap();
     fails_with(&["route", "--config", z, "--no-resolve"], &format!("invalid parameter \"weight=0\" in {z}:4"));
-    let two = write_conf("two.conf", "upstream a { hash $arg_k; server a; } upstream b { hash $arg_k; server b; }");
+    let two = conf("two.conf", "upstream a { hash $arg_k; server a; } upstream b { hash $arg_k; server b; }");
     let t = two.to_str().unwrap();
     fails_with(&["route", "--config", t, "--no-resolve"], "has 2 upstreams (a, b); name one");
     fails_with(&["route", "--config", t, "--no-resolve", "--upstream", "c"], "no upstream \"c\"");
@@ -136,18 +119,18 @@ fn bad_input_gets_a_clear_error() {
         "--failed \"zz:1\" matches no",
     );
     fails_with(&["ring", "--config", t, "--no-resolve", "--upstream", "a"], "plain `hash`, which has no ring");
-    let backup = write_conf("backup.conf", "upstream u {\n hash $arg_k consistent;\n server a backup;\n}\n");
+    let backup = conf("backup.conf", "upstream u {\n hash $arg_k consistent;\n server a backup;\n}\n");
     fails_with(
         &["route", "--config", backup.to_str().unwrap()],
         "balancing method does not support parameter \"backup\"",
     );
-    let rr = write_conf("rr.conf", "upstream u { server a; }");
+    let rr = conf("rr.conf", "upstream u { server a; }");
     fails_with(&["route", "--config", rr.to_str().unwrap(), "--no-resolve"], "does not use \"hash\"");
 }
 
 #[test]
 fn ring_dump_lists_every_point() {
-    let conf = write_conf("ring.conf", FIVE);
+    let conf = conf("ring.conf", FIVE);
     let out = run(&["ring", "--config", conf.to_str().unwrap()], b"");
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -166,7 +149,7 @@ fn failed_address_takes_out_one_address_of_a_name() {
         return;
     }
     let first = std::net::SocketAddr::new(addrs[0], 9001).to_string();
-    let conf = write_conf(
+    let conf = conf(
         "multi.conf",
         "upstream m { hash $arg_k consistent; server localhost:9001 max_fails=0; server 127.0.0.9:1 max_fails=0; }",
     );
@@ -188,7 +171,7 @@ fn failed_address_takes_out_one_address_of_a_name() {
 #[test]
 fn libc_decides_a_shared_point() {
     for (first, second) in [("127.0.0.1:20195", "127.0.0.1:20412"), ("127.0.0.1:20412", "127.0.0.1:20195")] {
-        let conf = write_conf(
+        let conf = conf(
             "collision.conf",
             &format!("upstream c {{ hash $arg_k consistent; server {first}; server {second}; }}"),
         );
@@ -205,13 +188,22 @@ fn libc_decides_a_shared_point() {
     fails_with(&["route", "--config", "x.conf", "--libc", "uclibc"], "invalid value 'uclibc' for '--libc");
 }
 
-/// Every command that reads `--config` says in its help that host names are resolved with the system
-/// resolver, as nginx does at start-up, and what `--no-resolve` changes.
+/// Every command that reads a configuration offline (`--config` or `--from`, without running nginx) says in
+/// its help that host names are resolved with the system resolver, as nginx does at start-up, and what
+/// `--no-resolve` changes. The commands are those `--help` lists, so a new one is held to this too.
 #[test]
 fn help_says_how_names_are_resolved() {
-    for command in ["route", "ring", "explain", "share", "diff", "forge", "compare"] {
+    let mut held = Vec::new();
+    for command in commands() {
+        let out = Command::new(CLI).args([&command, "--help"]).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let reads_a_config = ["--config <", "--from <"].iter().any(|flag| text.contains(flag));
+        if !reads_a_config || command == "verify" {
+            continue;
+        }
+        held.push(command.clone());
         for help in ["-h", "--help"] {
-            let out = Command::new(CLI).args([command, help]).output().unwrap();
+            let out = Command::new(CLI).args([command.as_str(), help]).output().unwrap();
             assert!(out.status.success(), "{command} {help}");
             // clap wraps help text to the terminal's width: compare words, not lines.
             let text = String::from_utf8(out.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
@@ -223,6 +215,7 @@ fn help_says_how_names_are_resolved() {
             }
         }
     }
+    assert!(["route", "ring", "share", "diff"].iter().all(|c| held.contains(&c.to_string())), "{held:?}");
 }
 
 /// `--upstream http:NAME` and `stream:NAME` choose between two upstreams of one name, one in each context.
@@ -310,7 +303,7 @@ fn version_names_the_crate_and_the_modelled_releases() {
     let f: Vec<u32> = first.split('.').map(num).collect();
     let l: Vec<u32> = last.split('.').map(num).collect();
     let accepted = |v: String| {
-        let conf = write_conf("version.conf", FIVE);
+        let conf = conf("version.conf", FIVE);
         run(&["ring", "--config", conf.to_str().unwrap(), "--nginx-version", &v], b"").status.success()
     };
     assert!(accepted(first.to_string()), "{first} is modelled");
@@ -339,7 +332,7 @@ fn an_unwritable_stderr_keeps_the_exit_code() {
 /// (What they compute is checked against nginx in `failures_live.rs`.)
 #[test]
 fn route_failure_flags_refuse_what_names_nothing() {
-    let conf = write_conf("five.conf", FIVE);
+    let conf = conf("five.conf", FIVE);
     let c = conf.to_str().unwrap();
     let bad = |args: &[&str], needle: &str| {
         let mut all = vec!["route", "--config", c];

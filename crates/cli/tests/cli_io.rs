@@ -1,21 +1,20 @@
 //! How the `nginx-ketama` command behaves as a Unix tool: `route` answers key by key in a pipeline, a reader
 //! that stops early is not an error, a closed stdout is, output stays one line per record, and `verify`
-//! tells usage errors and harness faults apart from mismatches by its exit code.
+//! tells usage errors and harness faults apart from mismatches by its exit code; shims that misbehave in
+//! `replay-vectors`. Offline: what needs a provisioned nginx is in `shims_and_signals_live.rs`.
 
-#[path = "support/schemas.rs"]
-mod schemas;
+#[path = "support/common.rs"]
+mod common;
+#[path = "support/processes.rs"]
+mod processes;
 
+use common::{CLI, conf};
 use nginx_ketama_harness::testkit::TempFile;
+use processes::{Sleepers, marker, run_bounded, sleepers, wrong_shim};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
-
-fn write_conf(name: &str, upstream: &str) -> TempFile {
-    TempFile::new(name, format!("events {{}}\nhttp {{\n{upstream}\n}}\n"))
-}
 
 /// `route --config conf` with piped stdin and stdout.
 fn spawn_route(conf: &std::path::Path) -> std::process::Child {
@@ -33,7 +32,7 @@ const THREE: &str = "upstream a { hash $arg_k consistent; server 127.0.0.1:9001;
 /// Each answer arrives before the next key is sent: `route` works as a coprocess in a pipeline.
 #[test]
 fn route_answers_each_key_as_it_arrives() {
-    let conf = write_conf("three.conf", THREE);
+    let conf = conf("three.conf", THREE);
     let mut child = spawn_route(&conf);
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -53,7 +52,7 @@ fn route_answers_each_key_as_it_arrives() {
 #[test]
 fn a_reader_that_stops_early_is_not_an_error() {
     // 2 × 160 × 200 points: far more than a pipe buffer holds.
-    let conf = write_conf(
+    let conf = conf(
         "big.conf",
         "upstream a { hash $arg_k consistent; server 127.0.0.1:9001 weight=200; server 127.0.0.1:9002 weight=200; }",
     );
@@ -88,7 +87,7 @@ fn keys(n: usize) -> Vec<u8> {
 /// A closed stdout (`>&-`) is an error, said on stderr with exit code 2.
 #[test]
 fn a_closed_stdout_is_an_error() {
-    let conf = write_conf("closed.conf", THREE);
+    let conf = conf("closed.conf", THREE);
     let mut cmd = Command::new(CLI);
     cmd.args(["ring", "--config", conf.to_str().unwrap()]).stderr(Stdio::piped());
     // SAFETY: close(2) between fork and exec.
@@ -107,7 +106,7 @@ fn a_closed_stdout_is_an_error() {
 /// Memory does not grow with the number of keys: route streams.
 #[test]
 fn route_memory_does_not_grow_with_the_input() {
-    let conf = write_conf("stream.conf", THREE);
+    let conf = conf("stream.conf", THREE);
     let peak = |n: usize| -> u64 {
         let mut child = spawn_route(&conf);
         let mut stdin = child.stdin.take().unwrap();
@@ -138,7 +137,7 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
 /// point in `ring`: control characters are escaped.
 #[test]
 fn ring_escapes_control_characters() {
-    let conf = write_conf("tab.conf", "upstream a { hash $arg_k consistent; server \"x\\ty\\nz:80\"; }");
+    let conf = conf("tab.conf", "upstream a { hash $arg_k consistent; server \"x\\ty\\nz:80\"; }");
     let out = Command::new(CLI).args(["ring", "--config", conf.to_str().unwrap(), "--no-resolve"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
@@ -291,28 +290,6 @@ fn completions_and_man_page_are_generated() {
     assert!(page.starts_with(".ie") && page.contains(".TH nginx-ketama 1") && page.contains("verify"), "{page}");
 }
 
-/// A shim that always names the first peer: a wrong implementation the proof must catch.
-const WRONG_SHIM: &str = r#"import sys, json
-peers = []
-for line in sys.stdin:
-    m = json.loads(line)
-    if m["op"] == "upstream":
-        peers = m["peers"]
-        out = {"ok": True}
-    elif m["op"] == "reset":
-        out = {"ok": True}
-    else:
-        out = {"attempts": [peers[0]["address"]], "outcome": "answered"}
-    print(json.dumps(out), flush=True)
-"#;
-
-/// The wrong shim's file (kept while the returned value lives) and the command that runs it.
-fn wrong_shim() -> (TempFile, String) {
-    let file = TempFile::new("wrong_shim.py", WRONG_SHIM);
-    let command = format!("python3 {}", file.display());
-    (file, command)
-}
-
 /// The golden vectors replayed through a shim: the library behind the protocol passes them all, a wrong
 /// implementation fails with one line per test, and a shim that dies is a protocol fault (exit 1: the
 /// implementation under test failed), not a pass.
@@ -365,98 +342,10 @@ fn a_silent_or_unsupporting_shim_is_a_fault() {
 
 // ---- Misbehaving shims, processes and signals (docs/reliability.md, "Processes, shims and signals") ----
 
-/// A number for `sleep` that no other process has in its command line: `sleep MARKER` finds the processes a
-/// test started, and only those.
-fn marker() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!("900.{}{:03}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
-/// The processes whose command line is exactly `sleep MARKER`.
-fn sleepers(marker: &str) -> Vec<i32> {
-    let wanted = format!("sleep\0{marker}\0");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted.as_bytes()))
-        .filter(|&pid| nginx_ketama_harness::nginx::owner::stat(pid).is_some_and(|s| s.running()))
-        .collect()
-}
-
-/// Kills, when dropped, whatever `sleep MARKER` a failed test leaves (its own processes only).
-struct Sleepers(String);
-
-impl Drop for Sleepers {
-    fn drop(&mut self) {
-        for pid in sleepers(&self.0) {
-            // SAFETY: a process whose command line carries this test's own marker.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    }
-}
-
-/// Whether `done` holds within `limit` (looked at every 20 ms).
-fn within(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if done() {
-            return true;
-        }
-        if Instant::now() > deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs `cmd` to its end, or fails the test (killing it) if it is still running after `limit`: a hang is
-/// a failure, not a stuck test run.
-fn run_bounded(mut cmd: Command, limit: Duration) -> std::process::Output {
-    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    wait_bounded(child, limit)
-}
-
-/// Waits for `child` (stdout and stderr piped) to exit, or fails the test (killing it) after `limit`; its
-/// output is what it wrote by then — a process it left behind holding the pipes cannot block the test.
-fn wait_bounded(mut child: std::process::Child, limit: Duration) -> std::process::Output {
-    use std::sync::{Arc, Mutex};
-    let drain = |mut r: Box<dyn Read + Send>| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let sink = buf.clone();
-        let reader = std::thread::spawn(move || {
-            let mut chunk = [0u8; 4096];
-            while let Ok(n) = r.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().extend_from_slice(&chunk[..n]);
-            }
-        });
-        (buf, reader)
-    };
-    let (out, out_reader) = drain(Box::new(child.stdout.take().unwrap()));
-    let (err, err_reader) = drain(Box::new(child.stderr.take().unwrap()));
-    let mut status = None;
-    let ended = within(limit, || {
-        status = child.try_wait().unwrap();
-        status.is_some()
-    });
-    if !ended {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("still running after {limit:?}: a hang");
-    }
-    within(Duration::from_secs(2), || out_reader.is_finished() && err_reader.is_finished());
-    let take = |b: &Arc<Mutex<Vec<u8>>>| std::mem::take(&mut *b.lock().unwrap());
-    std::process::Output { status: status.unwrap(), stdout: take(&out), stderr: take(&err) }
-}
-
 /// `replay-vectors --shim SHIM FILES` with the answer timeout at 1 s, bounded to 60 s.
 fn replay_bounded(shim: &str, files: &[&std::path::Path]) -> (Option<i32>, String, String) {
     let mut cmd = Command::new(CLI);
-    cmd.args(["replay-vectors", "--shim", shim]).args(files).env("NGINX_KETAMA_SHIM_TIMEOUT", "1");
+    cmd.args(["replay-vectors", "--shim", shim]).args(files).env("NGINX_KETAMA_SHIM_TIMEOUT", "1").stdin(Stdio::null());
     let out = run_bounded(cmd, Duration::from_secs(60));
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
@@ -561,243 +450,4 @@ fn a_shim_that_ignores_the_end_of_its_input_does_not_outlive_the_run() {
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains(" passed, 0 failed"), "{out}");
     assert!(sleepers(&m).is_empty(), "the shim's sleep outlived a passing run");
-}
-
-/// The newest provisioned glibc build, or a skip (a failure under `NGINX_PARITY=require`).
-fn provisioned_glibc() -> Option<nginx_ketama_harness::nginx::install::Installation> {
-    nginx_ketama_harness::testkit::newest_glibc_or_skip()
-}
-
-/// `verify --shim` on the newest provisioned build with `args` and the answer timeout `timeout`, bounded.
-fn verify_shim(shim: &str, timeout: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let install = provisioned_glibc().expect("checked by the caller");
-    let mut cmd = Command::new(CLI);
-    cmd.args(["verify", "--backend", "local", "--versions", &install.version.to_string(), "--shim", shim])
-        .args(args)
-        .env("NGINX_KETAMA_SHIM_TIMEOUT", timeout);
-    let out = run_bounded(cmd, Duration::from_secs(120));
-    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
-}
-
-/// A shim that breaks the protocol stops `verify` at the first fault (a hung shim would otherwise cost the
-/// timeout on every topology); `--keep-going` runs the rest. Either way the exit code is 1: the
-/// implementation under test failed.
-#[test]
-fn verify_stops_at_the_first_protocol_fault() {
-    if provisioned_glibc().is_none() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let mismatches = tmp.path().join("m.jsonl");
-    let args = ["--topologies", "3", "--keys", "100", "--stream-sessions", "10", "--mismatches"];
-    let mut args = args.to_vec();
-    args.push(mismatches.to_str().unwrap());
-    let (code, out, err) = verify_shim("cat > /dev/null", "1", &args);
-    assert_eq!(code, Some(1), "{out}{err}");
-    assert_eq!(out.matches("\nprotocol fault: nginx ").count(), 1, "{out}");
-    assert!(out.contains("gave no answer within 1 s") && out.contains("stopped at the first protocol fault"), "{out}");
-    args.push("--keep-going");
-    let (code, out, err) = verify_shim("cat > /dev/null", "1", &args);
-    assert_eq!(code, Some(1), "{out}{err}");
-    assert_eq!(out.matches("\nprotocol fault: nginx ").count(), 4, "3 topologies and the stream check:\n{out}");
-    assert!(!out.contains("stopped at the first"), "{out}");
-    assert!(!mismatches.exists(), "a protocol fault is no mismatch");
-}
-
-/// In `--shim` mode a mismatch names the shim's answer as the shim's, on stdout and in the mismatch file.
-#[test]
-fn a_shim_mismatch_names_the_shims_answer() {
-    if provisioned_glibc().is_none() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let mismatches = tmp.path().join("m.jsonl");
-    let (_file, wrong) = wrong_shim();
-    let args = ["--topologies", "1", "--keys", "200", "--stream-sessions", "0", "--mismatches"];
-    let mut args = args.to_vec();
-    args.push(mismatches.to_str().unwrap());
-    let (code, out, err) = verify_shim(&wrong, "30", &args);
-    assert_eq!(code, Some(1), "{out}{err}");
-    assert!(out.contains(": shim 200 \"") && out.contains(", nginx 200 \""), "{out}");
-    assert!(!out.contains(": expected "), "{out}");
-    let text = std::fs::read_to_string(&mismatches).unwrap();
-    for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert!(v.get("shim").is_some() && v.get("expected").is_none(), "{line}");
-        assert_eq!(v["shim_command"], wrong.as_str());
-        assert_eq!(schemas::check(&v), "nginx-ketama/mismatch/v1");
-    }
-}
-
-/// Every process descended from `pid`, with its start time.
-fn descendants(pid: i32) -> Vec<(i32, u64)> {
-    let all: Vec<(i32, nginx_ketama_harness::nginx::owner::Stat)> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|p| Some((p, nginx_ketama_harness::nginx::owner::stat(p)?)))
-        .collect();
-    let mut found = vec![pid];
-    let mut i = 0;
-    while i < found.len() {
-        let parent = found[i];
-        found.extend(all.iter().filter(|(_, s)| s.ppid == parent).map(|(p, _)| *p));
-        i += 1;
-    }
-    all.iter().filter(|(p, _)| *p != pid && found.contains(p)).map(|(p, s)| (*p, s.start)).collect()
-}
-
-fn running(pid: i32, start: u64) -> bool {
-    nginx_ketama_harness::nginx::owner::stat(pid).is_some_and(|s| s.start == start && s.running())
-}
-
-fn is_worker(pid: i32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| String::from_utf8_lossy(&c).contains("worker process"))
-}
-
-/// A `verify --shim` run caught while nginx runs and its hung shim waits (a shim that also started a
-/// process in a session of its own, which ignores SIGHUP and SIGTERM): the run, and everything it started.
-fn a_busy_verify(m: &str, tmp: &std::path::Path) -> (std::process::Child, Vec<(i32, u64)>) {
-    let install = provisioned_glibc().expect("checked by the caller");
-    let shim = format!("(trap '' HUP TERM INT; setsid sleep {m}) & sleep {m}; true");
-    let mut child = Command::new(CLI)
-        .args(["verify", "--backend", "local", "--versions", &install.version.to_string(), "--topologies", "1"])
-        .args(["--keys", "50", "--stream-sessions", "0", "--shim", &shim, "--mismatches"])
-        .arg(tmp.join("m.jsonl"))
-        .env("NGINX_KETAMA_SHIM_TIMEOUT", "300")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let started = within(Duration::from_secs(60), || {
-        sleepers(m).len() == 2 && descendants(pid).iter().any(|&(p, _)| is_worker(p))
-            || child.try_wait().unwrap().is_some()
-    });
-    if !started || child.try_wait().unwrap().is_some() {
-        let out = wait_bounded(child, Duration::from_secs(10));
-        panic!(
-            "nginx's worker and the shim's two sleeps did not start:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let mut all = descendants(pid);
-    for p in sleepers(m) {
-        if let Some(s) = nginx_ketama_harness::nginx::owner::stat(p) {
-            all.push((p, s.start));
-        }
-    }
-    (child, all)
-}
-
-/// The scratch directories of run `pid` (`/tmp/nk-<pid>-N`, `/tmp/nk-oc-<pid>-N`).
-fn scratch_of(pid: i32) -> Vec<std::path::PathBuf> {
-    let mine = |name: &str| {
-        let rest = name.strip_prefix("nk-").map(|r| r.strip_prefix("oc-").unwrap_or(r));
-        rest.and_then(|r| r.split_once('-')).is_some_and(|(p, _)| p == pid.to_string())
-    };
-    nginx_ketama_harness::nginx::scratch::PLACES
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_str().is_some_and(mine))
-        .map(|e| e.path())
-        .collect()
-}
-
-/// `SIGTERM` or `SIGINT` to a running `verify`: it kills everything it started — nginx's master and
-/// worker, the shim and what the shim started, even in a session of its own — removes its scratch
-/// directories and exits 143 or 130.
-#[test]
-fn verify_stopped_by_a_signal_leaves_nothing_behind() {
-    if provisioned_glibc().is_none() {
-        return;
-    }
-    if !nginx_ketama_harness::nginx::netns::available() {
-        nginx_ketama_harness::testkit::skip("not root: a shim's process in a session of its own survives");
-        return;
-    }
-    for (signal, code) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
-        let m = marker();
-        let _guard = Sleepers(m.clone());
-        let tmp = tempfile::tempdir().unwrap();
-        let (child, started) = a_busy_verify(&m, tmp.path());
-        let pid = child.id() as i32;
-        assert!(!scratch_of(pid).is_empty(), "the run has scratch directories");
-        // SAFETY: a signal to the child this test started.
-        unsafe { libc::kill(pid, signal) };
-        let out = wait_bounded(child, Duration::from_secs(30));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(code), "{err}");
-        assert!(err.contains("stopped by SIG") && err.contains("killed 2 process trees"), "{err}");
-        let left = || started.iter().filter(|&&(p, s)| running(p, s)).count();
-        assert!(within(Duration::from_secs(5), || left() == 0), "{} processes outlived signal {signal}", left());
-        assert_eq!(scratch_of(pid), Vec::<std::path::PathBuf>::new(), "scratch directories left");
-    }
-}
-
-/// `SIGKILL` to a running `verify` (no handler runs): as root, nginx's worker and everything the shim
-/// started die with it all the same (each process tree is a PID namespace whose keeper dies with the
-/// run); the scratch directories it could not remove are removed by `nginx-ketama cleanup`, which says so.
-#[test]
-fn verify_killed_leaves_nothing_running() {
-    if provisioned_glibc().is_none() {
-        return;
-    }
-    if !nginx_ketama_harness::nginx::netns::available() {
-        nginx_ketama_harness::testkit::skip("not root: without PID namespaces a SIGKILLed run can leave a worker");
-        return;
-    }
-    let m = marker();
-    let _guard = Sleepers(m.clone());
-    let tmp = tempfile::tempdir().unwrap();
-    let (mut child, started) = a_busy_verify(&m, tmp.path());
-    let pid = child.id() as i32;
-    child.kill().unwrap();
-    let out = wait_bounded(child, Duration::from_secs(30));
-    assert_eq!(out.status.signal(), Some(libc::SIGKILL));
-    let left = || started.iter().filter(|&&(p, s)| running(p, s)).count();
-    assert!(within(Duration::from_secs(5), || left() == 0), "{} processes outlived SIGKILL", left());
-    let dirs = scratch_of(pid);
-    assert!(!dirs.is_empty(), "a SIGKILLed run cannot remove its directories");
-    let out = Command::new(CLI).arg("cleanup").output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}");
-    for d in &dirs {
-        assert!(!d.exists() && text.contains(&format!("removed {} (its run is gone)", d.display())), "{text}");
-    }
-}
-
-/// A `verify --config` whose namespace cannot be set up (here: no `sleep` to hold it, with an empty
-/// `PATH`) is a harness fault that leaves no scratch directory behind.
-#[test]
-fn a_namespace_setup_error_leaves_no_scratch_directory() {
-    if provisioned_glibc().is_none() {
-        return;
-    }
-    if !nginx_ketama_harness::nginx::netns::available() {
-        nginx_ketama_harness::testkit::skip("not root: verify --config makes no namespace");
-        return;
-    }
-    let install = provisioned_glibc().unwrap();
-    let conf =
-        write_conf("setup.conf", "upstream a { hash $arg_k consistent; server 10.9.8.7:80; server 10.9.8.6:80; }");
-    let empty = tempfile::tempdir().unwrap();
-    let child = Command::new(CLI)
-        .args(["verify", "--config", conf.to_str().unwrap(), "--versions", &install.version.to_string()])
-        .args(["--libc", "glibc", "--keys", "10", "--failure-runs", "0"])
-        .env("PATH", empty.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id() as i32;
-    let out = wait_bounded(child, Duration::from_secs(120));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(3), "{err}");
-    assert!(err.contains("creating the private network and mount namespaces"), "{err}");
-    assert_eq!(scratch_of(pid), Vec::<std::path::PathBuf>::new(), "scratch directories left");
 }

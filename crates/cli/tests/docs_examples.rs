@@ -4,12 +4,19 @@
 //! (stdout and stderr together). Commands that start with `cargo` need nginx (their output comes from a
 //! real run) and are not run here; each file's count of run and not-run examples goes to the test report
 //! (`scripts/test` prints it at the end), so a file whose examples all need nginx shows as such.
+//!
+//! `DOCS_EXAMPLES=overwrite` writes what the commands print into the documents instead of failing (as
+//! `TRYBUILD=overwrite` does): after a change that is meant to change outputs (a new default nginx release),
+//! the documents are regenerated, then reviewed with `git diff`.
 
 use nginx_ketama_harness::testkit::report;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+#[path = "support/common.rs"]
+mod common;
+
+use common::CLI;
 
 /// One `$ ` line of a console block and the output the document shows under it.
 #[derive(Debug, PartialEq)]
@@ -51,6 +58,23 @@ fn examples(markdown: &str) -> Vec<Example> {
     out
 }
 
+/// `markdown` with the output shown under each example replaced: `(line of its `$ ` line, new output)`.
+fn overwrite(markdown: &str, outputs: &[(&Example, String)]) -> String {
+    let mut lines: Vec<String> = markdown.lines().map(str::to_string).collect();
+    let mut outputs: Vec<_> = outputs.iter().collect();
+    outputs.sort_by_key(|(e, _)| std::cmp::Reverse(e.line));
+    for (example, got) in outputs {
+        let shown = example.output.lines().count();
+        let new = got.lines().map(str::to_string);
+        lines.splice(example.line..example.line + shown, new);
+    }
+    let mut text = lines.join("\n");
+    if markdown.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
 /// `README.md` and `docs/*.md`, as paths relative to the repository root, sorted.
 fn documents(root: &Path) -> Vec<PathBuf> {
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
@@ -70,6 +94,7 @@ fn console_examples_print_what_the_documents_show() {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/examples");
     let bin_dir = Path::new(CLI).parent().unwrap();
     let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    let rewrite = std::env::var("DOCS_EXAMPLES").is_ok_and(|v| v == "overwrite");
     let (mut ran, mut wrong) = (0, Vec::new());
     for doc in documents(&root) {
         let text = std::fs::read_to_string(root.join(&doc)).unwrap();
@@ -78,7 +103,8 @@ fn console_examples_print_what_the_documents_show() {
             continue;
         }
         let (offline, live): (Vec<_>, Vec<_>) = examples.iter().partition(|e| !e.needs_nginx());
-        for example in &offline {
+        let mut changed = Vec::new();
+        for &example in &offline {
             let out = Command::new("sh")
                 .arg("-c")
                 .arg(format!("{} 2>&1", example.command))
@@ -87,7 +113,9 @@ fn console_examples_print_what_the_documents_show() {
                 .output()
                 .unwrap();
             let got = String::from_utf8_lossy(&out.stdout);
-            if got != example.output {
+            if got != example.output && rewrite && (got.is_empty() || got.ends_with('\n')) {
+                changed.push((example, got.into_owned()));
+            } else if got != example.output {
                 wrong.push(format!(
                     "{}:{}: $ {}\n--- the document shows:\n{}--- it prints:\n{got}",
                     doc.display(),
@@ -96,6 +124,14 @@ fn console_examples_print_what_the_documents_show() {
                     example.output
                 ));
             }
+        }
+        if !changed.is_empty() {
+            std::fs::write(root.join(&doc), overwrite(&text, &changed)).unwrap();
+            report(&format!(
+                "console examples: {}: {} rewritten (DOCS_EXAMPLES=overwrite)",
+                doc.display(),
+                changed.len()
+            ));
         }
         ran += offline.len();
         let note = match (offline.len(), live.len()) {
@@ -122,4 +158,14 @@ fn console_blocks_are_split_into_commands_and_their_output() {
     ];
     assert_eq!(got, want);
     assert_eq!(got.iter().map(Example::needs_nginx).collect::<Vec<_>>(), [false, false, true]);
+}
+
+/// Overwriting replaces exactly the output lines of the examples named, whatever their new length.
+#[test]
+fn overwrite_replaces_the_shown_output_only() {
+    let doc = "text\n```console\n$ cat a\none\ntwo\n$ true\n```\nafter\n";
+    let got = examples(doc);
+    let text = overwrite(doc, &[(&got[0], "three\n".into()), (&got[1], "x\ny\n".into())]);
+    assert_eq!(text, "text\n```console\n$ cat a\nthree\n$ true\nx\ny\n```\nafter\n");
+    assert_eq!(overwrite(doc, &[]), doc);
 }

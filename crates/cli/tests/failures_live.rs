@@ -26,7 +26,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+#[path = "support/common.rs"]
+mod common;
+
+use common::CLI;
 
 fn installs() -> Option<Vec<Installation>> {
     nginx_ketama_harness::testkit::provisioned_or_skip()

@@ -11,7 +11,11 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::Command;
 
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+#[path = "support/common.rs"]
+mod common;
+
+use common::{CLI, conf};
+use nginx_ketama_harness::testkit::TempFile;
 
 fn example() -> PathBuf {
     nginx_ketama_harness::repo_root().join("tests/data/own-config/nginx.conf")
@@ -154,12 +158,9 @@ fn unknown_or_non_hash_upstreams_are_usage_errors() {
     }
 }
 
-/// A config file in a fresh directory.
-fn config_file(text: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("nginx.conf");
-    std::fs::write(&path, format!("events {{}}\nhttp {{\n{text}}}\n")).unwrap();
-    (dir, path)
+/// `nginx.conf` in a fresh directory: `text` inside `http { }`, from line 3 on.
+fn config_file(text: &str) -> TempFile {
+    conf("nginx.conf", &format!("\nhttp {{\n{text}}}\n"))
 }
 
 /// `verify --config FILE` on the newest build with few keys; returns (exit code, stdout, stderr).
@@ -193,7 +194,7 @@ fn nothing_to_prove_is_a_usage_outcome() {
         ),
         ("upstream lc { hash $uri; least_conn; server 10.0.0.1; server 10.0.0.2; }\n", "balancer least_conn"),
     ] {
-        let (_dir, file) = config_file(text);
+        let file = config_file(text);
         let (code, stdout, stderr) = verify(&file, newest, &[]);
         assert_eq!(code, Some(2), "{text}{stdout}{stderr}");
         assert!(stdout.contains(skipped) && stderr.contains("nothing to prove"), "{text}{stdout}{stderr}");
@@ -215,7 +216,7 @@ fn odd_but_valid_configs_are_refused_with_a_reason_or_proven() {
     let refused = "upstream a { hash $uri consistent;\n server 255.255.255.255:80;\n server 10.0.0.1:80; }\n\
                    upstream b { hash $uri consistent;\n server 224.0.0.1:80;\n server 10.0.0.1:80; }\n\
                    upstream c { hash $uri consistent;\n server [fe80::1]:80;\n server unix:/etc/x.sock; }\n";
-    let (_dir, file) = config_file(refused);
+    let file = config_file(refused);
     let (code, stdout, stderr) = verify(&file, newest, &["--keys", "20", "--failure-runs", "1"]);
     assert_eq!(code, Some(2), "{stdout}{stderr}");
     let name = file.display();
@@ -240,7 +241,7 @@ fn odd_but_valid_configs_are_refused_with_a_reason_or_proven() {
           server 240.0.0.7:8080;\n\
           server 10.5.0.1:8081; }}\n"
     );
-    let (_dir, file) = config_file(&odd);
+    let file = config_file(&odd);
     let (code, stdout, stderr) = verify(&file, newest, &["--keys", "60", "--failure-runs", "2"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("added to its lo (10.5.0.1, 240.0.0.7)"), "{stdout}");
@@ -263,7 +264,7 @@ fn a_large_config_is_summarised() {
     }
     let newest = installs.last().expect("a build");
     let servers: String = (0..500).map(|i| format!(" server 10.{}.{}.1:8080;\n", i / 250, i % 250)).collect();
-    let (_dir, file) = config_file(&format!("upstream big {{ hash $uri;\n{servers}}}\n"));
+    let file = config_file(&format!("upstream big {{ hash $uri;\n{servers}}}\n"));
     let (code, stdout, stderr) = verify(&file, newest, &["--keys", "20", "--failure-runs", "0"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let network = stdout.lines().find(|l| l.contains("network:")).unwrap_or_default();
@@ -357,7 +358,7 @@ fn a_config_proof_follows_nginx_clock() {
     }
     let newest = installs.last().expect("a build");
     let servers: String = (1..=8).map(|i| format!(" server 10.6.0.{i}:8080 fail_timeout=1s;\n")).collect();
-    let (_dir, file) = config_file(&format!("upstream short {{ hash $uri consistent;\n{servers}}}\n"));
+    let file = config_file(&format!("upstream short {{ hash $uri consistent;\n{servers}}}\n"));
     let config = own_config::load(&file, newest.version, newest.libc).unwrap();
     let choice = own_config::choose(&config, &[], 4).unwrap();
     let ups: Vec<&own_config::ConfigUpstream> = choice.prove.iter().collect();
@@ -512,7 +513,7 @@ fn ipv6_names_are_printed_as_nginx_prints_them() {
         "[0:0:0:0:0:1:0:1]:80",
     ];
     let lines: String = servers.iter().map(|s| format!(" server {s};\n")).collect();
-    let (_dir, file) = config_file(&format!("upstream v6 {{ hash $uri consistent;\n{lines}}}\n"));
+    let file = config_file(&format!("upstream v6 {{ hash $uri consistent;\n{lines}}}\n"));
     let (code, stdout, stderr) = verify(&file, newest, &["--keys", "200", "--failure-runs", "2"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let row = stdout.lines().find(|l| l.starts_with(&newest.label())).unwrap_or_default();

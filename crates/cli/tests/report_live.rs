@@ -15,7 +15,10 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+#[path = "support/common.rs"]
+mod common;
+
+use common::CLI;
 
 /// The venv of `scripts/junit-tools` and its XSDs, or a skip.
 fn junit_tools() -> Option<(PathBuf, Vec<PathBuf>)> {

@@ -4,26 +4,16 @@
 //! proven live), bad lines are reported and counted or, with `--strict`, stop the run, and a log that cannot
 //! carry the key is refused before anything is read.
 
-use nginx_ketama_harness::testkit::{TempFile, run_with_stdin};
-use serde_json::Value;
-use std::process::{Command, Output};
+#[path = "support/common.rs"]
+mod common;
 
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+use common::{run, stdout_lines};
+use nginx_ketama_harness::testkit::TempFile;
 
 const CONF: &str = "events {}\nhttp {\n  log_format main '$remote_addr \"$request\" \"$http_host\"';\n  \
     upstream app { hash $request_uri consistent; server 127.0.0.1:9001; server 127.0.0.1:9002; server 127.0.0.1:9003; }\n  \
     upstream byhost { hash $host$uri; server 127.0.0.1:9001; server 127.0.0.1:9002; }\n  \
     server { listen 8080; server_name app.test; location / { proxy_pass http://app; } location /h/ { proxy_pass http://byhost; } }\n}\n";
-
-fn run(args: &[&str], stdin: &[u8]) -> Output {
-    let mut cmd = Command::new(CLI);
-    cmd.args(args);
-    run_with_stdin(cmd, stdin).unwrap()
-}
-
-fn lines(out: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
 
 #[test]
 fn a_logged_request_goes_where_its_key_goes() {
@@ -37,14 +27,14 @@ fn a_logged_request_goes_where_its_key_goes() {
         b"",
     );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let got = lines(&out);
+    let got = stdout_lines(&out);
     assert_eq!((got[0]["upstream"].as_str(), got[0]["key"].as_str()), (Some("app"), Some("/p/1?a=b")));
     assert_eq!((got[1]["upstream"].as_str(), got[1]["key"].as_str()), (Some("byhost"), Some("other.test/h/x")));
     // The same pick as `route` gives the key itself.
     for (doc, upstream) in got.iter().zip(["app", "byhost"]) {
         let key = format!("{}\n", doc["key"].as_str().unwrap());
         let plain = run(&["route", "--config", conf.to_str().unwrap(), "--upstream", upstream], key.as_bytes());
-        assert_eq!(lines(&plain)[0]["attempts"], doc["attempts"]);
+        assert_eq!(stdout_lines(&plain)[0]["attempts"], doc["attempts"]);
     }
 }
 
@@ -59,12 +49,12 @@ fn bad_lines_are_counted_or_with_strict_stop_the_run() {
     let out = run(&["route", "--config", c, "--requests", r], b"");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert_eq!(lines(&out).iter().map(|l| l["line"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(stdout_lines(&out).iter().map(|l| l["line"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 3]);
     assert!(err.contains(&format!("{r}:2: invalid type")), "{err}");
     assert!(err.contains(&format!("1 of 3 lines of {r} could not be read as requests")), "{err}");
     let strict = run(&["route", "--config", c, "--requests", r, "--strict"], b"");
     assert_eq!(strict.status.code(), Some(2));
-    assert_eq!(lines(&strict).len(), 1, "the line before the bad one is answered");
+    assert_eq!(stdout_lines(&strict).len(), 1, "the line before the bad one is answered");
     assert!(String::from_utf8_lossy(&strict.stderr).contains(&format!("{r}:2:")));
 }
 

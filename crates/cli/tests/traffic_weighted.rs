@@ -2,12 +2,13 @@
 //! its upstream gives it — the key as `route --requests` computes it (proven against nginx by the core's
 //! `tests/access_log_live.rs` and `keys_live.rs`), the pick as `route` gives that key (proven by `verify`).
 
-use nginx_ketama_harness::testkit::{TempFile, run_with_stdin};
+#[path = "support/common.rs"]
+mod common;
+
+use common::{json, run};
+use nginx_ketama_harness::testkit::TempFile;
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
-
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
 
 fn conf(key: &str) -> String {
     format!(
@@ -15,17 +16,6 @@ fn conf(key: &str) -> String {
          server 127.0.0.1:9003; server 127.0.0.1:9004; }}\n  upstream other {{ server 127.0.0.1:9009; }}\n  \
          server {{ listen 80; server_name s.test; location / {{ proxy_pass http://app; }} location /o/ {{ proxy_pass http://other; }} }}\n}}\n"
     )
-}
-
-fn run(args: &[&str]) -> Output {
-    let mut cmd = Command::new(CLI);
-    cmd.args(args);
-    run_with_stdin(cmd, b"").unwrap()
-}
-
-fn json(out: &Output) -> Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The requests: 40 to the hash upstream (some repeated), 3 elsewhere, 1 unreadable.
@@ -44,7 +34,7 @@ fn requests() -> String {
 
 /// `route --requests`: each request's first pick.
 fn picks(conf: &str, requests: &str) -> Vec<String> {
-    let out = run(&["route", "--config", conf, "--requests", requests]);
+    let out = run(&["route", "--config", conf, "--requests", requests], b"");
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
@@ -62,7 +52,7 @@ fn share_counts_each_request_at_its_pick() {
     for server in picks(c, r) {
         *want.entry(server).or_insert(0u64) += 1;
     }
-    let out = run(&["share", "--config", c, "--upstream", "app", "--requests", r, "--format", "json"]);
+    let out = run(&["share", "--config", c, "--upstream", "app", "--requests", r, "--format", "json"], b"");
     let doc = json(&out);
     assert_eq!(doc["keys"]["total"], 40);
     let got: BTreeMap<String, u64> = doc["keys"]["servers"]
@@ -87,7 +77,8 @@ fn diff_follows_a_request_whose_key_changes() {
     let r = TempFile::new("requests.jsonl", requests());
     let (a, b, r) = (a.to_str().unwrap(), b.to_str().unwrap(), r.to_str().unwrap());
     let moved = picks(a, r).iter().zip(picks(b, r)).filter(|(x, y)| *x != y).count();
-    let doc = json(&run(&["diff", "--from", a, "--to", b, "--upstream", "app", "--requests", r, "--format", "json"]));
+    let doc =
+        json(&run(&["diff", "--from", a, "--to", b, "--upstream", "app", "--requests", r, "--format", "json"], b""));
     assert_eq!((doc["keys"]["total"].as_u64(), doc["keys"]["moved"].as_u64()), (Some(40), Some(moved as u64)));
     assert!(moved > 0, "a change that moves nothing proves nothing");
 }
@@ -95,7 +86,7 @@ fn diff_follows_a_request_whose_key_changes() {
 #[test]
 fn keys_and_requests_are_one_or_the_other() {
     let c = TempFile::new("nginx.conf", conf("$request_uri"));
-    let out = run(&["share", "--config", c.to_str().unwrap(), "--keys", "k", "--requests", "r"]);
+    let out = run(&["share", "--config", c.to_str().unwrap(), "--keys", "k", "--requests", "r"], b"");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot be used with"));
 }

@@ -23,7 +23,10 @@ use std::time::Duration;
 
 use nginx_ketama_harness::testkit::{provisioned_releases, release_matches, report, skip};
 
-const CLI: &str = env!("CARGO_BIN_EXE_nginx-ketama");
+#[path = "support/common.rs"]
+mod common;
+
+use common::CLI;
 
 fn installs() -> Option<Vec<Installation>> {
     nginx_ketama_harness::testkit::provisioned_or_skip()

@@ -6,12 +6,15 @@ use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile};
 use crate::gate::{self, Verdict};
 use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json};
-use crate::schema::{self, Schema};
+use crate::schema::Schema;
 use anyhow::Result;
 use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
 use nginx_ketama::engines::Engine;
 use std::io::{BufWriter, Write};
+
+/// The schema of `compare --format json` (docs/schemas/compare.v1.json).
+const SCHEMA: Schema = Schema("nginx-ketama/compare/v1");
 
 /// What `--against` names: a ketama implementation or another proxy (`nginx_ketama::engines::Engine`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -231,7 +234,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                     _ => None,
                 };
                 let doc = CompareJson {
-                    schema: schema::COMPARE,
+                    schema: SCHEMA,
                     upstream: name,
                     against: &other,
                     provenance: provenance.as_deref(),

@@ -6,13 +6,16 @@ use crate::args::{modelled_version, with_modelled_range};
 use crate::gate::{self, Verdict};
 use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json, svg};
-use crate::schema::{self, Schema};
+use crate::schema::Schema;
 use anyhow::Result;
 use nginx_ketama::analysis::diff::Diff;
 use nginx_ketama::analysis::{Pick, PickMap, Unit};
 use nginx_ketama::{Libc, NginxVersion, Upstream};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// The schema of `diff --format json` (docs/schemas/diff.v1.json).
+const SCHEMA: Schema = Schema("nginx-ketama/diff/v1");
 
 /// `diff`'s arguments: two sides, each a configuration file, an upstream, an nginx version and a C library.
 #[derive(clap::Args)]
@@ -264,7 +267,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
             }
             Format::Json => {
                 let doc = DiffJson {
-                    schema: schema::DIFF,
+                    schema: SCHEMA,
                     from: SideJson::of(&args.from, &from, &a),
                     to: SideJson::of(to_path, &to, &b),
                     hash_space: &hash_space,

@@ -3,13 +3,16 @@
 use crate::args::{self, ConfigArgs, FailArgs, Failed, FormatArg};
 use crate::render::{Format, json, key_text};
 use crate::route::NOW;
-use crate::schema::{self, Schema};
+use crate::schema::Schema;
 use anyhow::{Result, bail};
 use nginx_ketama::analysis::explain::{Explanation, Landing, explain, explain_with};
 use nginx_ketama::worker::{Step, Verdict};
 use nginx_ketama::{List, PeerId, Status, Upstream, Worker};
 use std::ffi::OsString;
 use std::io::{BufWriter, Write};
+
+/// The schema of `explain --format json` (docs/schemas/explain.v1.json).
+const SCHEMA: Schema = Schema("nginx-ketama/explain/v1");
 
 /// `explain`'s arguments.
 #[derive(clap::Args)]
@@ -260,7 +263,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     match format {
         Format::Json => {
             let keys = explanations.iter().map(|e| to_json(up, e, statuses)).collect();
-            json(&mut out, &ExplainJson { schema: schema::EXPLAIN, keys })?
+            json(&mut out, &ExplainJson { schema: SCHEMA, keys })?
         }
         _ => {
             for (i, e) in explanations.iter().enumerate() {

@@ -3,11 +3,14 @@
 use crate::args::{ConfigArgs, Failed, FormatArg};
 use crate::render::rows::{self, Cell, Column, Rows};
 use crate::render::{Format, json};
-use crate::schema::{self, Schema};
+use crate::schema::Schema;
 use anyhow::Result;
 use nginx_ketama::Server;
 use nginx_ketama::analysis::forge::{Target, forge_keys};
 use std::io::{BufWriter, Write};
+
+/// The schema of `forge --format json` (docs/schemas/forge.v1.json).
+const SCHEMA: Schema = Schema("nginx-ketama/forge/v1");
 
 /// `forge`'s arguments.
 #[derive(clap::Args)]
@@ -67,7 +70,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     let mut out = BufWriter::new(crate::stdout::stdout());
     match args.format.format {
-        Format::Json => json(&mut out, &ForgeJson { schema: schema::FORGE, server: &args.server, keys: rows.json() })?,
+        Format::Json => json(&mut out, &ForgeJson { schema: SCHEMA, server: &args.server, keys: rows.json() })?,
         format => rows.write(format, &mut out)?,
     }
     out.flush()?;

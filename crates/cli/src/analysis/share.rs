@@ -5,11 +5,14 @@ use crate::args::{ConfigArgs, FailSkewAbove, Failed, FormatArg, KeyLength, KeysF
 use crate::gate::{self, Verdict};
 use crate::render::rows::{self, Cell, Column, Rows};
 use crate::render::{Format, json, svg};
-use crate::schema::{self, Schema};
+use crate::schema::Schema;
 use anyhow::Result;
 use nginx_ketama::Method;
 use nginx_ketama::analysis::{PickMap, ServerHealth, Share};
 use std::io::{BufWriter, Write};
+
+/// The schema of `share --format json` (docs/schemas/share.v1.json).
+const SCHEMA: Schema = Schema("nginx-ketama/share/v1");
 
 /// `share`'s arguments.
 #[derive(clap::Args)]
@@ -162,7 +165,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
         match args.format.format {
             Format::Json => {
                 let doc = ShareJson {
-                    schema: schema::SHARE,
+                    schema: SCHEMA,
                     upstream: name,
                     method: up.method().as_str(),
                     nginx: up.version().to_string(),
