@@ -6,7 +6,7 @@
 use nginx_ketama::NginxVersion;
 use nginx_ketama::config::expression::Expression;
 use nginx_ketama::config::{Config, LoadOptions};
-use nginx_ketama::dispatch::{self, Dispatch, Dispatcher};
+use nginx_ketama::dispatch::{self, Dispatch, Dispatcher, WrongRule};
 use nginx_ketama::key::{self, Context};
 use nginx_ketama::request::{Request, Scheme};
 use nginx_ketama::version::KeyRules;
@@ -31,6 +31,15 @@ fn version(label: &str) -> NginxVersion {
 /// Replays every group on every build of its `source.versions`, with the key rules `rules` gives for the
 /// release; returns one line per mismatch.
 fn replay(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules) -> Vec<String> {
+    replay_with(file, rules, None)
+}
+
+/// As [`replay`], with one routing rule modelled wrong on the `routed` listener.
+fn replay_with(
+    file: &KeyVectors,
+    rules: impl Fn(NginxVersion) -> KeyRules,
+    wrong: Option<WrongRule>,
+) -> Vec<String> {
     let expressions: Vec<Expression> = file
         .expressions
         .iter()
@@ -45,7 +54,10 @@ fn replay(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules) -> Vec<St
             let config = Config::parse_str(&conf, "keys.conf", &options).expect("the library reads the config");
             let rules = rules(v);
             let defined = dispatch::defined_variables(&config);
-            let dispatcher = Dispatcher::new(&config);
+            let dispatcher = match wrong {
+                Some(w) => Dispatcher::new(&config).with_wrong_rule(w),
+                None => Dispatcher::new(&config),
+            };
             for t in &group.tests {
                 let bytes = from_hex(&t.request_hex).expect("hex");
                 let client: SocketAddr = t.client.parse().expect("client address");
@@ -158,6 +170,25 @@ fn a_changed_key_rule_fails_the_replay() {
             "flipping {name} fails nothing in {case}*: {mismatches:#?}"
         );
     }
+}
+
+/// Each routing rule of regular expressions modelled wrong fails the replay on the groups it is about.
+#[test]
+fn a_changed_regex_rule_fails_the_replay() {
+    let file = file();
+    for (wrong, case) in [
+        (WrongRule::RegexLocationsFirst, "regex-locations"),
+        (WrongRule::CaselessIgnored, "regex-locations"),
+        (WrongRule::RegexNamesFirst, "regex-server-names"),
+    ] {
+        let mismatches = replay_with(&file, NginxVersion::key_rules, Some(wrong));
+        assert!(mismatches.iter().any(|m| m.starts_with(case)), "{wrong:?} fails nothing in {case}: {mismatches:#?}");
+    }
+    // The library reading a `~*` map key as `~` (the configuration changed the same way).
+    let mut changed = file.clone();
+    changed.config = changed.config.replace("~*^UP", "~^UP");
+    let mismatches = replay(&changed, NginxVersion::key_rules);
+    assert!(mismatches.iter().any(|m| m.starts_with("regex-maps")), "a case-sensitive ~* map key: {mismatches:#?}");
 }
 
 /// The variables `key_vectors` must cover: every modelled http variable but `$hostname` (not recorded:
