@@ -206,7 +206,8 @@ fn dispatch_into(
         Err(bad) => return Ok(Dispatch::BadRequest(bad)),
     };
     let (site, by_regex) = match parsed.host() {
-        Some(host) => by_name(&candidates, host, d.wrong == Some(WrongRule::RegexNamesFirst))?.map_or((default, None), |(s, re)| (s, re.map(|r| (r, host)))),
+        Some(host) => by_name(&candidates, host, d.wrong == Some(WrongRule::RegexNamesFirst))?
+            .map_or((default, None), |(s, re)| (s, re.map(|r| (r, host)))),
         None => (default, None),
     };
     if let Some(t) = trace.as_deref_mut() {
@@ -285,7 +286,8 @@ pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
         seen.push(v.clone());
         let mut derived = false;
         if let Some(m) = maps.iter().rev().find(|m| m.variable == v) {
-            let values = m.keys.iter().map(|(_, e)| e).chain(m.regexes.iter().map(|(_, e)| e)).chain(m.default.as_ref());
+            let values =
+                m.keys.iter().map(|(_, e)| e).chain(m.regexes.iter().map(|(_, e)| e)).chain(m.default.as_ref());
             todo.extend(m.source.variables().chain(values.flat_map(|e| e.variables())).map(str::to_string));
             derived = true;
         }
@@ -367,12 +369,15 @@ fn returned(
     Ok(Dispatch::Return { status })
 }
 
+/// A `return`'s status and text as written.
+type Answered<'r> = (u16, Option<&'r [u8]>);
+
 /// Runs one block's rewrite directives in order (`ngx_http_rewrite_handler`): `set` assigns, `return`
 /// answers (its status and text), `break` stops; `rewrite` and `if` are refused by name.
 fn rewrite<'r>(
     rewrites: &'r [Rewrite],
     eval: &mut key::Evaluation<'_, '_>,
-) -> Result<Option<(u16, Option<&'r [u8]>)>, DispatchError> {
+) -> Result<Option<Answered<'r>>, DispatchError> {
     for r in rewrites {
         match r {
             Rewrite::Set { variable, value } => {
@@ -571,6 +576,51 @@ mod tests {
             .expect("the configuration reads");
         let req = Request::builder("GET", "/").header("Host", "x").build();
         dispatch(&conf, &req).expect_err("refused").to_string()
+    }
+
+    fn conf(text: &str) -> Result<Config, String> {
+        Config::parse_str(text, "x.conf", &LoadOptions { resolve: false, ..LoadOptions::fragment() })
+            .map_err(|e| e.to_string())
+    }
+
+    #[cfg(feature = "pcre2")]
+    #[test]
+    fn invalid_regexes_are_refused_with_nginx_wording_and_line() {
+        for (text, want) in [
+            ("server {\n location ~ ^/(a { }\n}", "pcre2_compile() failed: missing closing parenthesis in \"^/(a\""),
+            (
+                "server { server_name a\n ~a)b; }",
+                "pcre2_compile() failed: unmatched closing parenthesis in \"a)b\" at \")b\"",
+            ),
+            ("server { server_name ~; }", "empty regex in server name \"~\""),
+            (
+                "map $uri $m {\n ~*[z-a] 1; }",
+                "pcre2_compile() failed: range out of order in character class in \"[z-a]\" at \"a]\"",
+            ),
+        ] {
+            let err = conf(text).expect_err(text);
+            assert!(err.contains(want), "{text}: {err}");
+            let line = if text.contains('\n') { "x.conf:2" } else { "x.conf:1" };
+            assert!(err.contains(line), "{text}: {err} (want {line})");
+        }
+    }
+
+    #[cfg(feature = "pcre2")]
+    #[test]
+    fn a_capture_read_before_a_map_changes_it_is_refused() {
+        let c = conf(
+            "upstream u { hash $1$m consistent; server 10.0.0.1; }\n\
+             map $arg_a $m { ~^(..)$ x; }\n\
+             server { listen 80; location ~ ^/(.)$ { proxy_pass http://u; } }",
+        )
+        .expect("reads");
+        let req = |t: &str| Request::builder("GET", t).header("Host", "x").build();
+        assert_eq!(dispatch(&c, &req("/a")).unwrap(), Dispatch::Hash { upstream: "u".into(), key: b"a".to_vec() });
+        assert_eq!(
+            dispatch(&c, &req("/a?a=bb")).unwrap_err(),
+            DispatchError::Key(KeyError::CaptureChanged(1)),
+            "nginx would copy two bytes into a one-byte slot"
+        );
     }
 
     #[test]

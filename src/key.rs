@@ -92,7 +92,9 @@ pub enum KeyError {
     /// A value reads `$N` before a variable whose `map` ran a regular expression that changed `$N`'s
     /// length: nginx computes the length and the bytes of a value in two passes
     /// (`ngx_http_complex_value`) and would copy the new capture into a buffer sized for the old one.
-    #[error("capture \"${0}\" changes while the value is computed (a map's regular expression after it): nginx's result is undefined")]
+    #[error(
+        "capture \"${0}\" changes while the value is computed (a map's regular expression after it): nginx's result is undefined"
+    )]
     CaptureChanged(u8),
 }
 
@@ -393,7 +395,10 @@ impl<'e> Evaluation<'e, '_> {
             Some(_) => None,
             None if self.ctx.set_variables.iter().any(|v| v == name) => return Ok(Vec::new()),
             // A named capture no match has set yet (`ngx_http_variable_not_found`).
-            None if self.ctx.maps.iter().any(|m| m.regexes.iter().any(|(r, _)| r.names().iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))) => {
+            None if self.ctx.maps.iter().any(|m| {
+                m.regexes.iter().any(|(r, _)| r.names().iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))
+            }) =>
+            {
                 return Ok(Vec::new());
             }
             None => Some(Variable::http(name)?),

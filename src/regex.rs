@@ -1,4 +1,4 @@
-//! Regular expressions as nginx compiles and runs them (algorithm §12.10): `map` keys `~re`/`~*re`,
+//! Regular expressions as nginx compiles and runs them (algorithm §12.11): `map` keys `~re`/`~*re`,
 //! `location ~`/`~*` and `server_name ~re`, with the captures `$1`…`$9` and named captures
 //! `(?<name>…)` a match leaves behind for the values computed after it.
 //!
@@ -7,7 +7,7 @@
 //! library's default newline and match limits. This crate does the same through the `pcre2` crate
 //! (feature `pcre2`, on by default; without it a configuration that needs a regular expression to route a
 //! request is refused by name). nginx links PCRE2 since 1.21.5 and PCRE1 before (Debian's 1.18.0); see
-//! algorithm §12.10 for what differs between them for the patterns modelled.
+//! algorithm §12.11 for what differs between them for the patterns modelled.
 
 use crate::version::NginxVersion;
 
@@ -45,7 +45,7 @@ pub struct CompileError(pub String);
 #[non_exhaustive]
 pub enum MatchError {
     /// Built without the `pcre2` feature.
-    #[error("regular expression \"{0}\" (needs the pcre2 feature)")]
+    #[error("regular expression \"{0}\" is not modelled in this build (needs the pcre2 feature)")]
     NoPcre2(String),
     /// PCRE2 gave up (a match limit): nginx logs `pcre2_match() failed` and answers 500.
     #[error("pcre2_match() failed on \"{subject}\" using \"{pattern}\": {message}")]
@@ -147,10 +147,8 @@ impl Regex {
             // pcre2_match returns 1 + the highest group set; r->ncaptures = rc * 2 bounds `$N`.
             let groups: Vec<Option<(usize, usize)>> = (0..locs.len()).map(|i| locs.get(i)).collect();
             let last = groups.iter().rposition(Option::is_some).unwrap_or(0);
-            captures.groups = groups[..=last]
-                .iter()
-                .map(|g| g.map_or_else(Vec::new, |(s, e)| subject[s..e].to_vec()))
-                .collect();
+            captures.groups =
+                groups[..=last].iter().map(|g| g.map_or_else(Vec::new, |(s, e)| subject[s..e].to_vec())).collect();
             captures.named.retain(|(n, _)| !self.names.iter().any(|(m, _)| m == n));
             for (name, i) in &self.names {
                 let v = groups.get(*i).copied().flatten().map_or_else(Vec::new, |(s, e)| subject[s..e].to_vec());

@@ -35,11 +35,7 @@ fn replay(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules) -> Vec<St
 }
 
 /// As [`replay`], with one routing rule modelled wrong on the `routed` listener.
-fn replay_with(
-    file: &KeyVectors,
-    rules: impl Fn(NginxVersion) -> KeyRules,
-    wrong: Option<WrongRule>,
-) -> Vec<String> {
+fn replay_with(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules, wrong: Option<WrongRule>) -> Vec<String> {
     let expressions: Vec<Expression> = file
         .expressions
         .iter()

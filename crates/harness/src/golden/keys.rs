@@ -91,16 +91,15 @@ pub const ROUTED_DEFAULT_NAME: &str = "rx-default.test";
 fn routed_servers(ret: &str) -> String {
     let at = Listener::Routed.server();
     let l = |m: &str, name: &str| format!("location {m} {{ set $where {name}; {ret} }}");
+    let nested = l("~ ^/pre/nested/(?<leaf>[a-z]+)$", "nested-regex");
+    let pre = format!("location /pre/ {{ set $where prefix-pre; {ret} {nested} }}");
     format!(
         "  server {{ listen {at} default_server; server_name {ROUTED_DEFAULT_NAME}; {} {} {} {} {} {} {} }}\n\
          \x20 server {{ listen {at}; server_name exact.rx.test *.wild.rx.test ~^(?<sub>[a-z0-9.-]+)\\.rx\\.test$ \
          ~^WWW\\.(?<dom>.+)$; {} {} }}\n\
          \x20 server {{ listen {at}; server_name ~^(a)(b)?(c)\\.test$ third.rx.test; {} }}\n",
         l("/", "prefix-root"),
-        format!(
-            "location /pre/ {{ set $where prefix-pre; {ret} {} }}",
-            l("~ ^/pre/nested/(?<leaf>[a-z]+)$", "nested-regex")
-        ),
+        pre,
         l("^~ /stop/", "noregex-stop"),
         l("= /exact.php", "exact"),
         l("~ \\.php$", "php"),
