@@ -755,7 +755,7 @@ fn send(client: SocketAddr, server: SocketAddr, bytes: &[u8]) -> Result<Answer> 
     Ok(Answer { status, keys })
 }
 
-/// nginx's answer split into one value per expression, at every [`SEPARATOR`].
+/// nginx's answer split into one value per expression, at every separator (`<|~|>`).
 pub fn split_body(body: &[u8]) -> Vec<Vec<u8>> {
     let sep = SEPARATOR.as_bytes();
     let mut out = Vec::new();
