@@ -88,8 +88,9 @@ pub enum DispatchError {
 ///
 /// # Errors
 ///
-/// [`DispatchError::Unmodelled`] naming what is not modelled on the way (a regular-expression location or
-/// server name, `proxy_pass` with variables); [`DispatchError::Key`] for a key variable not modelled.
+/// [`DispatchError::Unmodelled`] naming what is not modelled on the way (`if`, `rewrite`, `proxy_pass` with
+/// variables); [`DispatchError::Key`] for a key variable not modelled, or a regular expression that cannot
+/// run (without the `pcre2` feature, or past PCRE2's match limit).
 pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, DispatchError> {
     Dispatcher::new(config).dispatch(request)
 }

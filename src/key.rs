@@ -252,8 +252,8 @@ impl<'a> Context<'a> {
 ///
 /// # Errors
 ///
-/// [`KeyError`]: a variable not modelled, a capture not set, or a `map` that would need a regular
-/// expression.
+/// [`KeyError`]: a variable not modelled, a regular expression that cannot run (no `pcre2` feature, a
+/// match limit), or a capture that changes while the value is computed.
 pub fn evaluate(expr: &Expression, request: &Parsed<'_>, ctx: &Context<'_>) -> Result<Vec<u8>, KeyError> {
     Evaluation::new(request, ctx).evaluate(expr)
 }
