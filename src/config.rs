@@ -56,6 +56,8 @@ mod walk;
 
 pub use error::{ConfigError, ErrorKind, Location, Text};
 pub use includes::MAX_CONFIG_BYTES;
+#[cfg(not(feature = "pcre2"))]
+pub(crate) use values::named_captures;
 pub use walk::{MAX_INCLUDE_DEPTH, MAX_NESTING};
 
 use crate::failure::{Proxying, RetryPolicy, StreamPolicy};

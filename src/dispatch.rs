@@ -32,6 +32,7 @@ use crate::config::hostnames::{self, NamePattern};
 use crate::config::sites::{Handler, LocationBlock, Match, Rewrite, Site};
 use crate::config::{Balancer, Config, Context as UpstreamContext};
 use crate::key::{self, KeyError};
+use crate::regex::Regex;
 use crate::request::{BadRequest, Request};
 use std::net::SocketAddr;
 
@@ -87,8 +88,9 @@ pub enum DispatchError {
 ///
 /// # Errors
 ///
-/// [`DispatchError::Unmodelled`] naming what is not modelled on the way (a regular-expression location or
-/// server name, `proxy_pass` with variables); [`DispatchError::Key`] for a key variable not modelled.
+/// [`DispatchError::Unmodelled`] naming what is not modelled on the way (`if`, `rewrite`, `proxy_pass` with
+/// variables); [`DispatchError::Key`] for a key variable not modelled, or a regular expression that cannot
+/// run (without the `pcre2` feature, or past PCRE2's match limit).
 pub fn dispatch(config: &Config, request: &Request) -> Result<Dispatch, DispatchError> {
     Dispatcher::new(config).dispatch(request)
 }
@@ -103,6 +105,9 @@ pub struct Trace {
     pub location: Option<Location>,
     /// The key expression's parts and the bytes each added, for [`Dispatch::Hash`].
     pub key_parts: Vec<(Part, Vec<u8>)>,
+    /// For [`Dispatch::Return`] of `return CODE TEXT`: the text nginx sends, computed as the key would be
+    /// (the key vectors record keys as such texts).
+    pub return_text: Option<Vec<u8>>,
 }
 
 /// As [`dispatch`], with the [`Trace`] of how the request got there.
@@ -123,6 +128,20 @@ pub struct Dispatcher<'c> {
     set_variables: Vec<String>,
     /// Each upstream's key expression, parsed (`None` for other balancers), in `config.upstreams` order.
     keys: Vec<Option<Result<Expression, String>>>,
+    wrong: Option<WrongRule>,
+}
+
+/// A rule of nginx's routing deliberately modelled wrong, for the tests that show the key vectors catch
+/// such a change. Not API.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrongRule {
+    /// Regular-expression locations tried before the exact and prefix locations.
+    RegexLocationsFirst,
+    /// Regular-expression server names tried before the exact and wildcard names.
+    RegexNamesFirst,
+    /// `location ~*` matched case-sensitively.
+    CaselessIgnored,
 }
 
 impl<'c> Dispatcher<'c> {
@@ -139,9 +158,17 @@ impl<'c> Dispatcher<'c> {
         Dispatcher {
             config,
             hostname: key::local_hostname(),
-            set_variables: sets(config).into_iter().map(|(name, _)| name.to_string()).collect(),
+            wrong: None,
+            set_variables: defined_variables(config),
             keys,
         }
+    }
+
+    /// The same dispatcher with one rule modelled wrong (for tests). Not API.
+    #[doc(hidden)]
+    pub fn with_wrong_rule(mut self, rule: WrongRule) -> Dispatcher<'c> {
+        self.wrong = Some(rule);
+        self
     }
 
     /// Where `request` goes.
@@ -179,9 +206,10 @@ fn dispatch_into(
         Ok(p) => p,
         Err(bad) => return Ok(Dispatch::BadRequest(bad)),
     };
-    let site = match parsed.host() {
-        Some(host) => by_name(&candidates, host)?.unwrap_or(default),
-        None => default,
+    let (site, by_regex) = match parsed.host() {
+        Some(host) => by_name(&candidates, host, d.wrong == Some(WrongRule::RegexNamesFirst))?
+            .map_or((default, None), |(s, re)| (s, re.map(|r| (r, host)))),
+        None => (default, None),
     };
     if let Some(t) = trace.as_deref_mut() {
         t.server = Some(site.at.clone());
@@ -192,16 +220,24 @@ fn dispatch_into(
         ..key::Context::new(rules, site.server_name(), &d.hostname)
     };
     let mut eval = key::Evaluation::new(&parsed, &ctx);
-    // NGX_HTTP_SERVER_REWRITE_PHASE, then the location's NGX_HTTP_REWRITE_PHASE.
-    if let Some(status) = rewrite(&site.rewrites, &mut eval)? {
-        return Ok(Dispatch::Return { status });
+    // The server_name regular expression that chose the server leaves its captures
+    // (ngx_http_find_virtual_server runs ngx_http_regex_exec on the request).
+    if let Some((re, host)) = by_regex {
+        eval.exec(re, host)?;
     }
-    let Some(location) = find_location(&site.locations, parsed.uri())? else { return Ok(Dispatch::NoLocation) };
+    // NGX_HTTP_SERVER_REWRITE_PHASE, then the location's NGX_HTTP_REWRITE_PHASE.
+    if let Some((status, text)) = rewrite(&site.rewrites, &mut eval)? {
+        return returned(status, text, &mut eval, trace);
+    }
+    let location = match find_location(&site.locations, parsed.uri(), &mut eval, d.wrong)? {
+        Found::Final(l) | Found::Prefix(l) => l,
+        Found::None => return Ok(Dispatch::NoLocation),
+    };
     if let Some(t) = trace.as_deref_mut() {
         t.location = Some(location.at.clone());
     }
-    if let Some(status) = rewrite(&location.rewrites, &mut eval)? {
-        return Ok(Dispatch::Return { status });
+    if let Some((status, text)) = rewrite(&location.rewrites, &mut eval)? {
+        return returned(status, text, &mut eval, trace);
     }
     let url = match &location.handler {
         Handler::Other => return Ok(Dispatch::NoProxy),
@@ -241,6 +277,7 @@ fn dispatch_into(
 pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
     let set_values = sets(config);
     let maps = config.maps();
+    let captures = capture_names(config);
     let (mut seen, mut out) = (Vec::<String>::new(), Vec::new());
     let mut todo: Vec<String> = expr.variables().map(str::to_string).collect();
     while let Some(v) = todo.pop() {
@@ -250,7 +287,8 @@ pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
         seen.push(v.clone());
         let mut derived = false;
         if let Some(m) = maps.iter().rev().find(|m| m.variable == v) {
-            let values = m.keys.iter().map(|(_, e)| e).chain(m.default.as_ref());
+            let values =
+                m.keys.iter().map(|(_, e)| e).chain(m.regexes.iter().map(|(_, e)| e)).chain(m.default.as_ref());
             todo.extend(m.source.variables().chain(values.flat_map(|e| e.variables())).map(str::to_string));
             derived = true;
         }
@@ -260,11 +298,41 @@ pub fn needs(config: &Config, expr: &Expression) -> Vec<String> {
             }
             derived = true;
         }
-        if !derived {
+        if !derived && !captures.contains(&v) {
             out.push(v);
         }
     }
     out.sort();
+    out
+}
+
+/// The variables `config` defines that are empty until the request's path gives them a value: those of
+/// its `set` directives and of the named captures of its regular expressions (for
+/// [`key::Context::set_variables`]).
+pub fn defined_variables(config: &Config) -> Vec<String> {
+    sets(config).into_iter().map(|(name, _)| name.to_string()).chain(capture_names(config)).collect()
+}
+
+/// The variables the named captures of every regular expression of `config` define (lower-cased, as
+/// nginx looks variables up): empty until a match sets them (`ngx_http_regex_compile` gives them
+/// `ngx_http_variable_not_found`).
+fn capture_names(config: &Config) -> Vec<String> {
+    fn walk(locations: &[LocationBlock], out: &mut Vec<String>) {
+        for l in locations {
+            if let Match::Regex(re) = &l.matcher {
+                out.extend(re.names().iter().map(|(n, _)| n.to_ascii_lowercase()));
+            }
+            walk(&l.nested, out);
+        }
+    }
+    let mut out = Vec::new();
+    for site in config.sites() {
+        out.extend(site.regex_names.iter().flat_map(|r| r.names()).map(|(n, _)| n.to_ascii_lowercase()));
+        walk(&site.locations, &mut out);
+    }
+    for m in config.maps() {
+        out.extend(m.regexes.iter().flat_map(|(r, _)| r.names()).map(|(n, _)| n.to_ascii_lowercase()));
+    }
     out
 }
 
@@ -287,9 +355,30 @@ fn sets(config: &Config) -> Vec<(&str, &[u8])> {
     out
 }
 
+/// [`Dispatch::Return`]; with a trace, the text computed (`ngx_http_rewrite_return`,
+/// src/http/modules/ngx_http_rewrite_module.c: `ngx_http_send_response` computes the complex value).
+fn returned(
+    status: u16,
+    text: Option<&[u8]>,
+    eval: &mut key::Evaluation<'_, '_>,
+    trace: Option<&mut Trace>,
+) -> Result<Dispatch, DispatchError> {
+    if let (Some(t), Some(text)) = (trace, text) {
+        let expr = Expression::parse(text).map_err(|e| DispatchError::Unmodelled(e.to_string()))?;
+        t.return_text = Some(eval.evaluate(&expr)?);
+    }
+    Ok(Dispatch::Return { status })
+}
+
+/// A `return`'s status and text as written.
+type Answered<'r> = (u16, Option<&'r [u8]>);
+
 /// Runs one block's rewrite directives in order (`ngx_http_rewrite_handler`): `set` assigns, `return`
-/// answers (its status), `break` stops; `rewrite` and `if` are refused by name.
-fn rewrite(rewrites: &[Rewrite], eval: &mut key::Evaluation<'_, '_>) -> Result<Option<u16>, DispatchError> {
+/// answers (its status and text), `break` stops; `rewrite` and `if` are refused by name.
+fn rewrite<'r>(
+    rewrites: &'r [Rewrite],
+    eval: &mut key::Evaluation<'_, '_>,
+) -> Result<Option<Answered<'r>>, DispatchError> {
     for r in rewrites {
         match r {
             Rewrite::Set { variable, value } => {
@@ -300,7 +389,7 @@ fn rewrite(rewrites: &[Rewrite], eval: &mut key::Evaluation<'_, '_>) -> Result<O
                 let v = eval.evaluate(&expr)?;
                 eval.set(variable, v);
             }
-            Rewrite::Return(status) => return Ok(Some(*status)),
+            Rewrite::Return { status, text } => return Ok(Some((*status, text.as_deref()))),
             Rewrite::Break => break,
             Rewrite::Unmodelled { directive, at } => {
                 return Err(DispatchError::Unmodelled(format!("\"{directive}\" at {at} on the request's path")));
@@ -344,10 +433,19 @@ fn default_site<'a>(candidates: &[(&'a Site, bool)]) -> Option<&'a Site> {
     candidates.iter().find(|(_, d)| *d).or(candidates.first()).map(|(s, _)| *s)
 }
 
-/// `ngx_http_find_virtual_server` (via `ngx_hash_find_combined`): an exact name, then the longest
-/// leading wildcard (`*.example.com`, `.example.com`), then the longest trailing wildcard (`www.example.*`)
-/// ([`hostnames::find`]), then regular expressions in order (not modelled).
-fn by_name<'a>(candidates: &[(&'a Site, bool)], host: &[u8]) -> Result<Option<&'a Site>, DispatchError> {
+/// `ngx_http_find_virtual_server` (src/http/ngx_http_request.c, all modelled releases; via
+/// `ngx_hash_find_combined`): an exact name, then the longest leading wildcard (`*.example.com`,
+/// `.example.com`), then the longest trailing wildcard (`www.example.*`) ([`hostnames::find`]), then the
+/// regular expressions of the address's servers in order (`ngx_http_server_names` keeps them in the order
+/// of the servers and their names), run on the lower-cased host; with the one that matched.
+fn by_name<'a>(
+    candidates: &[(&'a Site, bool)],
+    host: &[u8],
+    regex_first: bool,
+) -> Result<Option<(&'a Site, Option<&'a Regex>)>, DispatchError> {
+    if regex_first && let Some(found) = by_regex(candidates, host)? {
+        return Ok(Some(found));
+    }
     let patterns: Vec<(NamePattern, &'a Site)> = candidates
         .iter()
         .flat_map(|(s, _)| s.names.iter().map(move |n| (*s, n)))
@@ -355,26 +453,61 @@ fn by_name<'a>(candidates: &[(&'a Site, bool)], host: &[u8]) -> Result<Option<&'
         .filter_map(|(s, n)| NamePattern::wildcard(n).ok().map(|p| (p, s)))
         .collect();
     if let Some(site) = hostnames::find(patterns.iter().map(|(p, s)| (p, *s)), host) {
-        return Ok(Some(site));
+        return Ok(Some((site, None)));
     }
-    let mut names = candidates.iter().flat_map(|(s, _)| s.names.iter());
-    if let Some(n) = names.find(|n| n.starts_with(b"~")) {
-        return Err(DispatchError::Unmodelled(format!(
-            "regular-expression server_name \"{}\" (needs the pcre2 feature)",
-            String::from_utf8_lossy(n)
-        )));
+    by_regex(candidates, host)
+}
+
+/// The first server whose regular-expression name matches `host` (none for an empty host).
+fn by_regex<'a>(
+    candidates: &[(&'a Site, bool)],
+    host: &[u8],
+) -> Result<Option<(&'a Site, Option<&'a Regex>)>, DispatchError> {
+    if host.is_empty() {
+        return Ok(None);
+    }
+    let mut scratch = crate::regex::Captures::default();
+    for (site, _) in candidates {
+        for re in &site.regex_names {
+            if re.exec(host, &mut scratch).map_err(KeyError::from)? {
+                return Ok(Some((*site, Some(re))));
+            }
+        }
     }
     Ok(None)
 }
 
-/// `ngx_http_core_find_location`: an exact match wins; else the longest prefix, whose nested locations
-/// are searched in turn; a longest prefix with `^~` stops there; else the regular expressions in order
-/// (not modelled), else the longest prefix.
-fn find_location<'a>(locations: &'a [LocationBlock], uri: &[u8]) -> Result<Option<&'a LocationBlock>, DispatchError> {
+/// What `ngx_http_core_find_location` returns: a final choice (`NGX_OK`: an exact match or a regular
+/// expression), the longest prefix (`NGX_AGAIN`), or nothing (`NGX_DECLINED`).
+#[derive(Debug, Clone, Copy)]
+enum Found<'a> {
+    Final(&'a LocationBlock),
+    Prefix(&'a LocationBlock),
+    None,
+}
+
+/// `ngx_http_core_find_location` (src/http/ngx_http_core_module.c, all modelled releases): the static
+/// locations first (`ngx_http_core_find_static_location`: an exact match is final, else the longest
+/// prefix); a longest prefix's nested locations are searched in turn (a final choice there is final, a
+/// prefix there replaces it); then, unless the longest prefix of this level has `^~`, this level's
+/// regular expressions in the order written (`ngx_http_cmp_locations` sorts them after the others and
+/// keeps their order), run on the normalised URI: the first that matches is final, after its own nested
+/// locations are searched; else the prefix stands.
+fn find_location<'a>(
+    locations: &'a [LocationBlock],
+    uri: &[u8],
+    eval: &mut key::Evaluation<'_, '_>,
+    wrong: Option<WrongRule>,
+) -> Result<Found<'a>, DispatchError> {
+    if wrong == Some(WrongRule::RegexLocationsFirst)
+        && let Some(found) = by_regex_location(locations, uri, eval, wrong)?
+    {
+        return Ok(found);
+    }
     let mut best: Option<&LocationBlock> = None;
     for l in locations {
         match &l.matcher {
-            Match::Exact(p) if p == uri => return Ok(Some(l)),
+            Match::Exact(p) if p == uri => return Ok(Found::Final(l)),
             Match::Prefix(p) | Match::PrefixNoRegex(p)
                 if uri.starts_with(p) && best.is_none_or(|b| prefix_len(b) < p.len()) =>
             {
@@ -383,22 +516,45 @@ fn find_location<'a>(locations: &'a [LocationBlock], uri: &[u8]) -> Result<Optio
             _ => {}
         }
     }
-    if let Some(b) = best
-        && !b.nested.is_empty()
-        && let Some(inner) = find_location(&b.nested, uri)?
-    {
-        return Ok(Some(inner));
+    let mut found = best.map_or(Found::None, Found::Prefix);
+    if let Some(b) = best {
+        match find_location(&b.nested, uri, eval, wrong)? {
+            Found::Final(inner) => return Ok(Found::Final(inner)),
+            Found::Prefix(inner) => found = Found::Prefix(inner),
+            Found::None => {}
+        }
     }
     if best.is_some_and(|b| matches!(b.matcher, Match::PrefixNoRegex(_))) {
-        return Ok(best);
+        return Ok(found);
     }
-    if let Some(l) = locations.iter().find(|l| matches!(l.matcher, Match::Regex { .. })) {
-        return Err(DispatchError::Unmodelled(format!(
-            "regular-expression location at {} (needs the pcre2 feature)",
-            l.at
-        )));
+    Ok(by_regex_location(locations, uri, eval, wrong)?.unwrap_or(found))
+}
+
+/// The first regular-expression location of `locations` that matches `uri`, after its own nested
+/// locations are searched.
+fn by_regex_location<'a>(
+    locations: &'a [LocationBlock],
+    uri: &[u8],
+    eval: &mut key::Evaluation<'_, '_>,
+    wrong: Option<WrongRule>,
+) -> Result<Option<Found<'a>>, DispatchError> {
+    for l in locations {
+        let Match::Regex(re) = &l.matcher else { continue };
+        let matched = if wrong == Some(WrongRule::CaselessIgnored) && re.caseless() {
+            let strict = Regex::compile(re.pattern(), false, crate::NginxVersion::LATEST)
+                .map_err(|e| DispatchError::Unmodelled(e.0))?;
+            eval.exec(&strict, uri)?
+        } else {
+            eval.exec(re, uri)?
+        };
+        if matched {
+            return Ok(Some(match find_location(&l.nested, uri, eval, wrong)? {
+                Found::Final(inner) | Found::Prefix(inner) => Found::Final(inner),
+                Found::None => Found::Final(l),
+            }));
+        }
     }
-    Ok(best)
+    Ok(None)
 }
 
 fn prefix_len(l: &LocationBlock) -> usize {
@@ -421,6 +577,51 @@ mod tests {
             .expect("the configuration reads");
         let req = Request::builder("GET", "/").header("Host", "x").build();
         dispatch(&conf, &req).expect_err("refused").to_string()
+    }
+
+    fn conf(text: &str) -> Result<Config, String> {
+        Config::parse_str(text, "x.conf", &LoadOptions { resolve: false, ..LoadOptions::fragment() })
+            .map_err(|e| e.to_string())
+    }
+
+    #[cfg(feature = "pcre2")]
+    #[test]
+    fn invalid_regexes_are_refused_with_nginx_wording_and_line() {
+        for (text, want) in [
+            ("server {\n location ~ ^/(a { }\n}", "pcre2_compile() failed: missing closing parenthesis in \"^/(a\""),
+            (
+                "server { server_name a\n ~a)b; }",
+                "pcre2_compile() failed: unmatched closing parenthesis in \"a)b\" at \")b\"",
+            ),
+            ("server { server_name ~; }", "empty regex in server name \"~\""),
+            (
+                "map $uri $m {\n ~*[z-a] 1; }",
+                "pcre2_compile() failed: range out of order in character class in \"[z-a]\" at \"a]\"",
+            ),
+        ] {
+            let err = conf(text).expect_err(text);
+            assert!(err.contains(want), "{text}: {err}");
+            let line = if text.contains('\n') { "x.conf:2" } else { "x.conf:1" };
+            assert!(err.contains(line), "{text}: {err} (want {line})");
+        }
+    }
+
+    #[cfg(feature = "pcre2")]
+    #[test]
+    fn a_capture_read_before_a_map_changes_it_is_refused() {
+        let c = conf(
+            "upstream u { hash $1$m consistent; server 10.0.0.1; }\n\
+             map $arg_a $m { ~^(..)$ x; }\n\
+             server { listen 80; location ~ ^/(.)$ { proxy_pass http://u; } }",
+        )
+        .expect("reads");
+        let req = |t: &str| Request::builder("GET", t).header("Host", "x").build();
+        assert_eq!(dispatch(&c, &req("/a")).unwrap(), Dispatch::Hash { upstream: "u".into(), key: b"a".to_vec() });
+        assert_eq!(
+            dispatch(&c, &req("/a?a=bb")).unwrap_err(),
+            DispatchError::Key(KeyError::CaptureChanged(1)),
+            "nginx would copy two bytes into a one-byte slot"
+        );
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod lines;
 
 use crate::config::expression::{Expression, Part};
 use crate::config::maps::{Lookup, Map};
+use crate::regex::{Captures, MatchError, Regex};
 use crate::request::Parsed;
 use crate::version::KeyRules;
 use std::net::SocketAddr;
@@ -82,19 +83,19 @@ pub enum KeyError {
         /// Where it was used.
         module: Module,
     },
-    /// `$1`…`$9` where no regular expression has matched.
+    /// `$1`…`$9` in a stream key (the stream module's regular expressions are not modelled).
     #[error("capture \"${0}\" is not set here (no regular expression with captures matched)")]
     NoCapture(u8),
-    /// A `map` whose exact and wildcard keys do not match, so nginx would try its regular expressions.
-    #[error("map \"${variable}\" at {at} would try the regular expression \"{regex}\" (not modelled: no pcre2)")]
-    MapRegex {
-        /// The map's variable.
-        variable: String,
-        /// The first regular expression it would try.
-        regex: String,
-        /// Where the map is.
-        at: String,
-    },
+    /// A regular expression could not be run (no `pcre2` feature, or PCRE2 gave up).
+    #[error(transparent)]
+    Regex(#[from] MatchError),
+    /// A value reads `$N` before a variable whose `map` ran a regular expression that changed `$N`'s
+    /// length: nginx computes the length and the bytes of a value in two passes
+    /// (`ngx_http_complex_value`) and would copy the new capture into a buffer sized for the old one.
+    #[error(
+        "capture \"${0}\" changes while the value is computed (a map's regular expression after it): nginx's result is undefined"
+    )]
+    CaptureChanged(u8),
 }
 
 /// How deep variable reads may nest while a value is computed (`ngx_http_variable_depth`,
@@ -220,8 +221,8 @@ pub struct Context<'a> {
     pub server_name: &'a [u8],
     /// The machine's host name, lower-cased as nginx keeps it.
     pub hostname: &'a [u8],
-    /// `$0`… of the last regular expression that matched (empty when none did).
-    pub captures: Vec<Vec<u8>>,
+    /// What the last regular expression that matched left (none: `$1`… are empty).
+    pub captures: Captures,
     /// Values of configuration-defined variables, already computed: `(name, value)`.
     pub defined: Vec<(String, Vec<u8>)>,
     /// The configuration's `map` blocks ([`crate::config::Config::maps`]); the last one defining a
@@ -239,7 +240,7 @@ impl<'a> Context<'a> {
             rules,
             server_name,
             hostname,
-            captures: Vec::new(),
+            captures: Captures::default(),
             defined: Vec::new(),
             maps: &[],
             set_variables: &[],
@@ -251,8 +252,8 @@ impl<'a> Context<'a> {
 ///
 /// # Errors
 ///
-/// [`KeyError`]: a variable not modelled, a capture not set, or a `map` that would need a regular
-/// expression.
+/// [`KeyError`]: a variable not modelled, a regular expression that cannot run (no `pcre2` feature, a
+/// match limit), or a capture that changes while the value is computed.
 pub fn evaluate(expr: &Expression, request: &Parsed<'_>, ctx: &Context<'_>) -> Result<Vec<u8>, KeyError> {
     Evaluation::new(request, ctx).evaluate(expr)
 }
@@ -266,12 +267,30 @@ pub struct Evaluation<'e, 'r> {
     request: &'e Parsed<'r>,
     ctx: &'e Context<'e>,
     cache: Vec<(String, Vec<u8>)>,
+    captures: Captures,
 }
 
 impl<'e, 'r> Evaluation<'e, 'r> {
     /// A request with nothing computed yet.
     pub fn new(request: &'e Parsed<'r>, ctx: &'e Context<'e>) -> Evaluation<'e, 'r> {
-        Evaluation { request, ctx, cache: Vec::new() }
+        Evaluation { request, ctx, cache: Vec::new(), captures: ctx.captures.clone() }
+    }
+
+    /// `ngx_http_regex_exec` (src/http/ngx_http_variables.c): runs `re` on `subject`; on a match the
+    /// captures `$1`… become its groups and each named group's variable its text.
+    ///
+    /// # Errors
+    ///
+    /// [`KeyError::Regex`] when the expression cannot be run.
+    pub fn exec(&mut self, re: &Regex, subject: &[u8]) -> Result<bool, KeyError> {
+        if !re.exec(subject, &mut self.captures)? {
+            return Ok(false);
+        }
+        for (name, _) in re.names() {
+            let v = self.captures.named(name).unwrap_or_default().to_vec();
+            self.set(&name.to_ascii_lowercase(), v);
+        }
+        Ok(true)
     }
 
     /// The bytes of `expr` (`ngx_http_complex_value`).
@@ -292,14 +311,8 @@ impl<'e, 'r> Evaluation<'e, 'r> {
     ///
     /// As [`evaluate`].
     pub fn evaluate_parts(&mut self, expr: &Expression) -> Result<Vec<(Part, Vec<u8>)>, KeyError> {
-        self.flush(expr);
-        let mut parts = Vec::new();
-        for part in expr.parts() {
-            let mut out = Vec::new();
-            self.part(part, MAX_VARIABLE_DEPTH, &mut out)?;
-            parts.push((part.clone(), out));
-        }
-        Ok(parts)
+        let values = self.parts(expr, MAX_VARIABLE_DEPTH)?;
+        Ok(expr.parts().iter().cloned().zip(values).collect())
     }
 
     /// `set $name value` (`ngx_http_script_set_var_code`): later reads of `name` give `value`.
@@ -313,11 +326,40 @@ impl<'e> Evaluation<'e, '_> {
     /// `ngx_http_complex_value` (src/http/ngx_http_script.c): the expression's non-cacheable variables
     /// are flushed, then each part appended; `depth` is how many variable reads may still nest.
     fn complex(&mut self, expr: &Expression, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
-        self.flush(expr);
-        for part in expr.parts() {
-            self.part(part, depth, out)?;
+        for v in self.parts(expr, depth)? {
+            out.extend_from_slice(&v);
         }
         Ok(())
+    }
+
+    /// Each part's bytes. As `ngx_http_complex_value` does: the length pass reads every variable in
+    /// order (computing and caching it: a `map` may run a regular expression and change the captures),
+    /// then the value pass copies the cached values and the captures as they are at its end.
+    fn parts(&mut self, expr: &Expression, depth: u32) -> Result<Vec<Vec<u8>>, KeyError> {
+        self.flush(expr);
+        let mut out = Vec::with_capacity(expr.parts().len());
+        let mut lengths = Vec::new();
+        for part in expr.parts() {
+            match part {
+                Part::Literal(b) => out.push(b.clone()),
+                Part::Capture(n) => {
+                    lengths.push(self.captures.group(*n).len());
+                    out.push(Vec::new());
+                }
+                Part::Variable(name) => out.push(self.read(name, depth)?),
+            }
+        }
+        let mut lengths = lengths.into_iter();
+        for (part, v) in expr.parts().iter().zip(&mut out) {
+            if let Part::Capture(n) = part {
+                let now = self.captures.group(*n);
+                if Some(now.len()) != lengths.next() {
+                    return Err(KeyError::CaptureChanged(*n));
+                }
+                v.extend_from_slice(now);
+            }
+        }
+        Ok(out)
     }
 
     /// `ngx_http_script_flush_complex_value`: the expression's non-cacheable variables are forgotten.
@@ -327,18 +369,6 @@ impl<'e> Evaluation<'e, '_> {
                 self.cache.retain(|(n, _)| n != name);
             }
         }
-    }
-
-    fn part(&mut self, part: &Part, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
-        match part {
-            Part::Literal(b) => out.extend_from_slice(b),
-            Part::Capture(n) => out.extend_from_slice(capture(&self.ctx.captures, *n)?),
-            Part::Variable(name) => {
-                let v = self.read(name, depth)?;
-                out.extend_from_slice(&v);
-            }
-        }
-        Ok(())
     }
 
     fn map(&self, name: &str) -> Option<&'e Map> {
@@ -364,6 +394,13 @@ impl<'e> Evaluation<'e, '_> {
         let builtin = match self.map(name) {
             Some(_) => None,
             None if self.ctx.set_variables.iter().any(|v| v == name) => return Ok(Vec::new()),
+            // A named capture no match has set yet (`ngx_http_variable_not_found`).
+            None if self.ctx.maps.iter().any(|m| {
+                m.regexes.iter().any(|(r, _)| r.names().iter().any(|(n, _)| n.eq_ignore_ascii_case(name)))
+            }) =>
+            {
+                return Ok(Vec::new());
+            }
             None => Some(Variable::http(name)?),
         };
         if depth == 0 {
@@ -385,20 +422,26 @@ impl<'e> Evaluation<'e, '_> {
     fn map_value(&mut self, map: &Map, depth: u32, out: &mut Vec<u8>) -> Result<(), KeyError> {
         let mut source = Vec::new();
         self.complex(&map.source, depth, &mut source)?;
-        match map.lookup(&source) {
+        let found = match map.lookup(&source) {
+            Lookup::Regexes(value) => {
+                // ngx_http_map_find: the regular expressions in order, the first match's value.
+                let value = value.to_vec();
+                let mut found = None;
+                for (re, v) in &map.regexes {
+                    if self.exec(re, &value)? {
+                        found = Some(Lookup::Value(v));
+                        break;
+                    }
+                }
+                found.unwrap_or_else(|| map.fallback())
+            }
+            other => other,
+        };
+        match found {
             Lookup::Value(v) => self.complex(v, depth, out),
-            Lookup::Empty => Ok(()),
-            Lookup::Regex(r) => Err(KeyError::MapRegex {
-                variable: map.variable.clone(),
-                regex: String::from_utf8_lossy(r).into_owned(),
-                at: map.at.to_string(),
-            }),
+            _ => Ok(()),
         }
     }
-}
-
-fn capture(captures: &[Vec<u8>], n: u8) -> Result<&[u8], KeyError> {
-    captures.get(usize::from(n)).map(Vec::as_slice).ok_or(KeyError::NoCapture(n))
 }
 
 /// Appends the value of one modelled variable (nothing when nginx finds none).

@@ -71,6 +71,7 @@ pub mod key;
 pub mod md5_variants;
 mod peer;
 pub mod plain;
+pub mod regex;
 pub mod request;
 pub mod resolve;
 pub mod ring;

@@ -6,6 +6,7 @@
 use nginx_ketama::NginxVersion;
 use nginx_ketama::config::expression::Expression;
 use nginx_ketama::config::{Config, LoadOptions};
+use nginx_ketama::dispatch::{self, Dispatch, Dispatcher, WrongRule};
 use nginx_ketama::key::{self, Context};
 use nginx_ketama::request::{Request, Scheme};
 use nginx_ketama::version::KeyRules;
@@ -30,6 +31,11 @@ fn version(label: &str) -> NginxVersion {
 /// Replays every group on every build of its `source.versions`, with the key rules `rules` gives for the
 /// release; returns one line per mismatch.
 fn replay(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules) -> Vec<String> {
+    replay_with(file, rules, None)
+}
+
+/// As [`replay`], with one routing rule modelled wrong on the `routed` listener.
+fn replay_with(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules, wrong: Option<WrongRule>) -> Vec<String> {
     let expressions: Vec<Expression> = file
         .expressions
         .iter()
@@ -43,12 +49,21 @@ fn replay(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules) -> Vec<St
             let conf = format!("events {{}}\nhttp {{\n{}}}\n", file.config);
             let config = Config::parse_str(&conf, "keys.conf", &options).expect("the library reads the config");
             let rules = rules(v);
+            let defined = dispatch::defined_variables(&config);
+            let dispatcher = match wrong {
+                Some(w) => Dispatcher::new(&config).with_wrong_rule(w),
+                None => Dispatcher::new(&config),
+            };
             for t in &group.tests {
                 let bytes = from_hex(&t.request_hex).expect("hex");
                 let client: SocketAddr = t.client.parse().expect("client address");
                 let server: SocketAddr = t.server.parse().expect("server address");
                 let req = Request::from_head(&bytes, client, server, Scheme::Http).expect("a request line");
                 let at = format!("{} on {label}, tcId {} ({})", group.name, t.tc_id, t.comment);
+                if t.listener == Listener::Routed {
+                    out.extend(routed(&dispatcher, &req, t, file, &at));
+                    continue;
+                }
                 match (req.parse_as(rules, t.listener.merge_slashes()), t.outcome) {
                     (Err(bad), Outcome::Refused) => {
                         if bad.status() != Some(t.status) {
@@ -62,6 +77,7 @@ fn replay(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules) -> Vec<St
                     (Ok(parsed), Outcome::Key) => {
                         let mut ctx = Context::new(rules, SERVER_NAME.as_bytes(), b"");
                         ctx.maps = config.maps();
+                        ctx.set_variables = &defined;
                         for ((expr, info), want) in expressions.iter().zip(&file.expressions).zip(&t.keys) {
                             let got = key::evaluate(expr, &parsed, &ctx).expect("every recorded variable is modelled");
                             let want = from_hex(&want.hex).expect("hex");
@@ -80,6 +96,40 @@ fn replay(file: &KeyVectors, rules: impl Fn(NginxVersion) -> KeyRules) -> Vec<St
         }
     }
     out
+}
+
+/// A request to the `routed` listener: the server, the location and the regular expressions on the way
+/// are the library's ([`Dispatcher::trace`]); the text of the `return` that answers is every expression's
+/// value, computed as one complex value as nginx does, then split.
+fn routed(d: &Dispatcher<'_>, req: &Request, t: &kv::KeyTest, file: &KeyVectors, at: &str) -> Vec<String> {
+    let (answer, trace) = match d.trace(req) {
+        Ok(x) => x,
+        Err(e) => return vec![format!("{at}: the library cannot route it: {e}")],
+    };
+    match (answer, t.outcome) {
+        (Dispatch::BadRequest(bad), Outcome::Refused) if bad.status() == Some(t.status) => Vec::new(),
+        (Dispatch::Return { status: 200 }, Outcome::Key) => {
+            let text = trace.return_text.unwrap_or_default();
+            let got = kv::split_body(&text);
+            if got.len() != t.keys.len() {
+                return vec![format!("{at}: the library's answer has {} values, nginx's {}", got.len(), t.keys.len())];
+            }
+            let mut out = Vec::new();
+            for ((info, want), got) in file.expressions.iter().zip(&t.keys).zip(&got) {
+                let want = from_hex(&want.hex).expect("hex");
+                if *got != want {
+                    out.push(format!(
+                        "{at}: {}: nginx {:?}, library {:?}",
+                        info.expression,
+                        String::from_utf8_lossy(&want),
+                        String::from_utf8_lossy(got)
+                    ));
+                }
+            }
+            out
+        }
+        (other, _) => vec![format!("{at}: nginx {:?} {}, library {other:?}", t.outcome, t.status)],
+    }
 }
 
 #[test]
@@ -116,6 +166,25 @@ fn a_changed_key_rule_fails_the_replay() {
             "flipping {name} fails nothing in {case}*: {mismatches:#?}"
         );
     }
+}
+
+/// Each routing rule of regular expressions modelled wrong fails the replay on the groups it is about.
+#[test]
+fn a_changed_regex_rule_fails_the_replay() {
+    let file = file();
+    for (wrong, case) in [
+        (WrongRule::RegexLocationsFirst, "regex-locations"),
+        (WrongRule::CaselessIgnored, "regex-locations"),
+        (WrongRule::RegexNamesFirst, "regex-server-names"),
+    ] {
+        let mismatches = replay_with(&file, NginxVersion::key_rules, Some(wrong));
+        assert!(mismatches.iter().any(|m| m.starts_with(case)), "{wrong:?} fails nothing in {case}: {mismatches:#?}");
+    }
+    // The library reading a `~*` map key as `~` (the configuration changed the same way).
+    let mut changed = file.clone();
+    changed.config = changed.config.replace("~*^UP", "~^UP");
+    let mismatches = replay(&changed, NginxVersion::key_rules);
+    assert!(mismatches.iter().any(|m| m.starts_with("regex-maps")), "a case-sensitive ~* map key: {mismatches:#?}");
 }
 
 /// The variables `key_vectors` must cover: every modelled http variable but `$hostname` (not recorded:

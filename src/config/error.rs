@@ -142,6 +142,12 @@ pub enum ErrorKind {
     MapVariableName(Text),
     /// `duplicate default map parameter`.
     DuplicateMapDefault,
+    /// `pcre2_compile() failed: … in "…" at "…"` (`ngx_regex_compile`, src/core/ngx_regex.c): a regular
+    /// expression of a `map`, `location` or `server_name` that does not compile; the message as nginx
+    /// prints it.
+    Regex(String),
+    /// `empty regex in server name "~"` (`ngx_http_core_server_name`).
+    EmptyServerNameRegex,
     /// `invalid hostname or wildcard "x"` (a `map` key after `hostnames`).
     InvalidWildcard(Text),
     /// `conflicting parameter "x"` (a `map` key that repeats another).
@@ -230,6 +236,8 @@ impl fmt::Display for ErrorKind {
             MapParameters => f.write_str("invalid number of the map parameters"),
             MapVariableName(v) => write!(f, "invalid variable name \"{v}\""),
             DuplicateMapDefault => f.write_str("duplicate default map parameter"),
+            Regex(message) => f.write_str(message),
+            EmptyServerNameRegex => f.write_str("empty regex in server name \"~\""),
             InvalidWildcard(k) => write!(f, "invalid hostname or wildcard \"{k}\""),
             ConflictingParameter(k) => write!(f, "conflicting parameter \"{k}\""),
             InvalidUrlPrefix => f.write_str("invalid URL prefix"),

@@ -10,6 +10,8 @@
 use super::error::{ErrorKind, Location, Text};
 use super::expression::Expression;
 use super::hostnames::{self, NamePattern};
+use crate::regex::Regex;
+use crate::version::NginxVersion;
 
 /// One `map` block.
 #[derive(Debug, Clone)]
@@ -26,29 +28,30 @@ pub struct Map {
     pub default: Option<Expression>,
     /// Exact and wildcard keys, in order, with their values.
     pub keys: Vec<(NamePattern, Expression)>,
-    /// Regular-expression keys as written (with `~` or `~*`), in order: not modelled.
-    pub regexes: Vec<Vec<u8>>,
+    /// Regular-expression keys (`~re`, `~*re` caseless), in order, with their values.
+    pub regexes: Vec<(Regex, Expression)>,
     /// Where the block is.
     pub at: Location,
 }
 
-/// What a map gives for a source value.
+/// What a map's exact and wildcard keys give for a source value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lookup<'m> {
     /// A key matched (or none did and this is the default, or the empty value).
     Value(&'m Expression),
     /// No key matched and the block has no `default`: the empty value.
     Empty,
-    /// No exact or wildcard key matched and regular expressions would be tried next (not modelled): the
-    /// first of them.
-    Regex(&'m [u8]),
+    /// No exact or wildcard key matched: the regular expressions are tried in order on this value (the
+    /// source, not lower-cased, without the trailing dot `hostnames` drops), and the default after them.
+    Regexes(&'m [u8]),
 }
 
 impl Map {
-    /// `ngx_http_map_variable` and `ngx_http_map_find` (src/http/ngx_http_variables.c): one trailing dot
-    /// dropped with `hostnames`, the value lower-cased and looked up in the combined hash, then the
-    /// regular expressions (only for a non-empty value), then the default.
-    pub fn lookup(&self, value: &[u8]) -> Lookup<'_> {
+    /// `ngx_http_map_variable` (src/http/modules/ngx_http_map_module.c) and `ngx_http_map_find`
+    /// (src/http/ngx_http_variables.c), all modelled releases: one trailing dot dropped with `hostnames`,
+    /// the value lower-cased and looked up in the combined hash, then the regular expressions (only for a
+    /// non-empty value, on the value as it is), then the default ([`Map::fallback`]).
+    pub fn lookup<'v>(&'v self, value: &'v [u8]) -> Lookup<'v> {
         let value = match value.strip_suffix(b".") {
             Some(v) if self.hostnames => v,
             _ => value,
@@ -57,23 +60,32 @@ impl Map {
         if let Some(v) = hostnames::find(self.keys.iter().map(|(p, v)| (p, v)), &low) {
             return Lookup::Value(v);
         }
-        if let Some(first) = self.regexes.first()
-            && !value.is_empty()
-        {
-            return Lookup::Regex(first);
+        if !self.regexes.is_empty() && !value.is_empty() {
+            return Lookup::Regexes(value);
         }
+        self.fallback()
+    }
+
+    /// The default when no key matched: `default`, else the empty value.
+    pub fn fallback(&self) -> Lookup<'_> {
         self.default.as_ref().map_or(Lookup::Empty, Lookup::Value)
     }
 }
 
 /// Builds the maps while the walk reads them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Builder {
     pub(crate) maps: Vec<Map>,
     open: Option<Map>,
+    /// The release read for (the regular-expression compiler's name in errors).
+    release: NginxVersion,
 }
 
 impl Builder {
+    pub(crate) fn new(release: NginxVersion) -> Builder {
+        Builder { maps: Vec::new(), open: None, release }
+    }
+
     /// `map SOURCE $VARIABLE {`.
     pub(crate) fn open(&mut self, source: &[u8], variable: &[u8], at: &Location) -> Result<(), ErrorKind> {
         let source = Expression::parse(source)?;
@@ -107,8 +119,11 @@ impl Builder {
                         return Err(ErrorKind::DuplicateMapDefault);
                     }
                     map.default = Some(value);
-                } else if key.first() == Some(&b'~') {
-                    map.regexes.push(key.clone());
+                } else if let Some(re) = key.strip_prefix(b"~") {
+                    // ngx_http_map: `~*` is caseless; the value is compiled as any other.
+                    let (re, caseless) = re.strip_prefix(b"*").map_or((re, false), |r| (r, true));
+                    let re = Regex::compile(re, caseless, self.release).map_err(|e| ErrorKind::Regex(e.0))?;
+                    map.regexes.push((re, value));
                 } else {
                     let bare = key.strip_prefix(b"\\").unwrap_or(key);
                     let pattern = if map.hostnames {
@@ -142,7 +157,7 @@ mod tests {
     use std::sync::Arc;
 
     fn map(lines: &[&[&str]]) -> Result<Map, ErrorKind> {
-        let mut b = Builder::default();
+        let mut b = Builder::new(NginxVersion::LATEST);
         let at = Location { file: Arc::default(), line: 1 };
         b.open(b"$http_host", b"$m", &at)?;
         for l in lines {
@@ -156,7 +171,7 @@ mod tests {
         match l {
             Lookup::Value(e) => format!("{:?}", e.parts()),
             Lookup::Empty => "empty".into(),
-            Lookup::Regex(r) => format!("regex {}", String::from_utf8_lossy(r)),
+            Lookup::Regexes(v) => format!("regexes on {}", String::from_utf8_lossy(v)),
         }
     }
 
@@ -174,7 +189,7 @@ mod tests {
     fn regexes_come_after_keys_and_only_for_a_value() {
         let m = map(&[&["~^a", "r"], &["b", "x"]]).unwrap();
         assert_eq!(text(m.lookup(b"b")), text(Lookup::Value(&Expression::parse(b"x").unwrap())));
-        assert_eq!(m.lookup(b"c"), Lookup::Regex(b"~^a"));
+        assert_eq!(m.lookup(b"C"), Lookup::Regexes(b"C"), "on the value as it is");
         assert_eq!(m.lookup(b""), Lookup::Empty);
     }
 
@@ -195,5 +210,10 @@ mod tests {
         );
         assert_eq!(map(&[&["a", "b", "c"]]).unwrap_err().to_string(), "invalid number of the map parameters");
         assert!(map(&[&["\\default", "1"], &["default", "2"]]).is_ok(), "an escaped key is not the parameter");
+        #[cfg(feature = "pcre2")]
+        assert_eq!(
+            map(&[&["~^(a", "1"]]).unwrap_err().to_string(),
+            "pcre2_compile() failed: missing closing parenthesis in \"^(a\""
+        );
     }
 }

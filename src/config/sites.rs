@@ -3,10 +3,12 @@
 //! directives (`set`, `return`, `break`, algorithm §12.9) and the `location` tree with each location's
 //! `proxy_pass`.
 
-use super::error::Location;
+use super::error::{ErrorKind, Location};
+use crate::regex::Regex;
+use crate::version::NginxVersion;
 
 /// How a `location` matches (`ngx_http_core_location`, src/http/ngx_http_core_module.c).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Match {
     /// `location = /x`.
     Exact(Vec<u8>),
@@ -14,13 +16,8 @@ pub enum Match {
     Prefix(Vec<u8>),
     /// `location ^~ /x`: a prefix that, when it is the longest, stops the regular-expression search.
     PrefixNoRegex(Vec<u8>),
-    /// `location ~ re` (`caseless: false`) or `location ~* re`.
-    Regex {
-        /// The expression as written.
-        pattern: Vec<u8>,
-        /// `~*`.
-        caseless: bool,
-    },
+    /// `location ~ re` or `location ~* re` (caseless; `ngx_http_core_regex_location`).
+    Regex(Regex),
     /// `location @name`: reached only by internal redirects.
     Named(Vec<u8>),
 }
@@ -45,8 +42,14 @@ pub enum Rewrite {
         /// Its value, a complex value.
         value: Vec<u8>,
     },
-    /// `return CODE [...]` (`return URL` is 302): the request is answered.
-    Return(u16),
+    /// `return CODE [TEXT]` (`return URL` is 302): the request is answered.
+    Return {
+        /// The status.
+        status: u16,
+        /// The text (a complex value as written) of `return CODE TEXT` for a code that is not a
+        /// redirection (`ngx_http_rewrite_return` sends it as the body).
+        text: Option<Vec<u8>>,
+    },
     /// `break`: the rest of this block's rewrite directives are skipped.
     Break,
     /// `rewrite` or an `if` block: not modelled.
@@ -89,8 +92,11 @@ pub struct Listen {
 pub struct Site {
     /// Its `listen` lines (none written: nginx listens on `*:80`, as root).
     pub listen: Vec<Listen>,
-    /// Its `server_name` values in order, lower-cased (none written: `""`).
+    /// Its `server_name` values in order, lower-cased but for regular expressions (`~…`, kept as written;
+    /// none written: `""`).
     pub names: Vec<Vec<u8>>,
+    /// Its regular-expression names (`server_name ~re`), in order, compiled.
+    pub regex_names: Vec<Regex>,
     /// `merge_slashes` (default on).
     pub merge_slashes: bool,
     /// Its server-level rewrite directives, in order (they run before a location is chosen).
@@ -111,12 +117,14 @@ impl Site {
 }
 
 /// Builds the sites while the walk reads `http { }`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Builder {
     pub(crate) sites: Vec<Site>,
     /// The open server (if any) and the open locations, innermost last.
     open: Option<Site>,
     locations: Vec<LocationBlock>,
+    /// The release read for (the regular-expression compiler's name in errors).
+    release: NginxVersion,
 }
 
 fn parse_listen(args: &[Vec<u8>]) -> Option<Listen> {
@@ -137,10 +145,15 @@ fn parse_listen(args: &[Vec<u8>]) -> Option<Listen> {
 }
 
 impl Builder {
+    pub(crate) fn new(release: NginxVersion) -> Builder {
+        Builder { sites: Vec::new(), open: None, locations: Vec::new(), release }
+    }
+
     pub(crate) fn open_server(&mut self, at: &Location) {
         self.open = Some(Site {
             listen: Vec::new(),
             names: Vec::new(),
+            regex_names: Vec::new(),
             merge_slashes: true,
             rewrites: Vec::new(),
             locations: Vec::new(),
@@ -157,21 +170,26 @@ impl Builder {
         }
     }
 
-    pub(crate) fn open_location(&mut self, args: &[Vec<u8>], at: &Location) {
+    /// `location [MODIFIER] URI {` (`ngx_http_core_location`); a regular expression is compiled as
+    /// `ngx_http_core_regex_location` does (`~*` caseless).
+    pub(crate) fn open_location(&mut self, args: &[Vec<u8>], at: &Location) -> Result<(), ErrorKind> {
+        let regex = |p: &[u8], caseless: bool| {
+            Regex::compile(p, caseless, self.release).map(Match::Regex).map_err(|e| ErrorKind::Regex(e.0))
+        };
         let matcher = match args {
             [m, p] if m == b"=" => Match::Exact(p.clone()),
             [m, p] if m == b"^~" => Match::PrefixNoRegex(p.clone()),
-            [m, p] if m == b"~" => Match::Regex { pattern: p.clone(), caseless: false },
-            [m, p] if m == b"~*" => Match::Regex { pattern: p.clone(), caseless: true },
+            [m, p] if m == b"~" => regex(p, false)?,
+            [m, p] if m == b"~*" => regex(p, true)?,
             [one] => {
                 if let Some(r) = one.strip_prefix(b"=") {
                     Match::Exact(r.to_vec())
                 } else if let Some(r) = one.strip_prefix(b"^~") {
                     Match::PrefixNoRegex(r.to_vec())
                 } else if let Some(r) = one.strip_prefix(b"~*") {
-                    Match::Regex { pattern: r.to_vec(), caseless: true }
+                    regex(r, true)?
                 } else if let Some(r) = one.strip_prefix(b"~") {
-                    Match::Regex { pattern: r.to_vec(), caseless: false }
+                    regex(r, false)?
                 } else if one.starts_with(b"@") {
                     Match::Named(one.clone())
                 } else {
@@ -187,6 +205,7 @@ impl Builder {
             nested: Vec::new(),
             at: at.clone(),
         });
+        Ok(())
     }
 
     pub(crate) fn close_location(&mut self) {
@@ -216,29 +235,43 @@ impl Builder {
     }
 
     /// A directive inside the open server or location.
-    pub(crate) fn directive(&mut self, args: &[Vec<u8>], at: &Location) {
+    pub(crate) fn directive(&mut self, args: &[Vec<u8>], at: &Location) -> Result<(), ErrorKind> {
         if self.open.is_none() {
-            return;
+            return Ok(());
         }
         let (name, rest) = (args[0].as_slice(), &args[1..]);
         match name {
             b"return" => {
-                let code = rest.first().and_then(|c| std::str::from_utf8(c).ok()?.parse().ok()).unwrap_or(302);
-                return self.rewrite(Rewrite::Return(code));
+                let parsed: Option<u16> = rest.first().and_then(|c| std::str::from_utf8(c).ok()?.parse().ok());
+                let status = parsed.unwrap_or(302);
+                let redirect = matches!(status, 301 | 302 | 303 | 307 | 308);
+                let text = match rest {
+                    [_, text] if parsed.is_some() && !redirect => Some(text.clone()),
+                    _ => None,
+                };
+                self.rewrite(Rewrite::Return { status, text });
+                return Ok(());
             }
             b"set" => {
                 if let [var, value] = rest {
                     let variable = String::from_utf8_lossy(var.strip_prefix(b"$").unwrap_or(var)).to_ascii_lowercase();
                     self.rewrite(Rewrite::Set { variable, value: value.clone() });
                 }
-                return;
+                return Ok(());
             }
-            b"break" => return self.rewrite(Rewrite::Break),
-            b"rewrite" => return self.rewrite(Rewrite::Unmodelled { directive: "rewrite", at: at.clone() }),
+            b"break" => {
+                self.rewrite(Rewrite::Break);
+                return Ok(());
+            }
+            b"rewrite" => {
+                self.rewrite(Rewrite::Unmodelled { directive: "rewrite", at: at.clone() });
+                return Ok(());
+            }
             _ => {}
         }
         let in_location = !self.locations.is_empty();
-        let Some(site) = &mut self.open else { return };
+        let release = self.release;
+        let Some(site) = &mut self.open else { return Ok(()) };
         match name {
             b"listen" if !in_location => {
                 if let Some(l) = parse_listen(rest) {
@@ -246,7 +279,20 @@ impl Builder {
                 }
             }
             b"server_name" if !in_location => {
-                site.names.extend(rest.iter().map(|n| n.to_ascii_lowercase()));
+                for n in rest {
+                    // ngx_http_core_server_name: a name is lower-cased unless it is a regular expression,
+                    // compiled caseless when it has an upper-case ASCII letter.
+                    let Some(re) = n.strip_prefix(b"~") else {
+                        site.names.push(n.to_ascii_lowercase());
+                        continue;
+                    };
+                    if re.is_empty() {
+                        return Err(ErrorKind::EmptyServerNameRegex);
+                    }
+                    let caseless = re.iter().any(u8::is_ascii_uppercase);
+                    site.regex_names.push(Regex::compile(re, caseless, release).map_err(|e| ErrorKind::Regex(e.0))?);
+                    site.names.push(n.clone());
+                }
             }
             b"merge_slashes" if !in_location => site.merge_slashes = rest.first().is_some_and(|v| v == b"on"),
             b"proxy_pass" => {
@@ -258,5 +304,6 @@ impl Builder {
             }
             _ => {}
         }
+        Ok(())
     }
 }

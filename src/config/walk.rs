@@ -173,8 +173,8 @@ impl<'o> Walk<'o> {
             locations: Vec::new(),
             zones: Vec::new(),
             upstreams: Vec::new(),
-            sites: super::sites::Builder::default(),
-            maps: super::maps::Builder::default(),
+            sites: super::sites::Builder::new(options.version),
+            maps: super::maps::Builder::new(options.version),
             log_formats: Vec::new(),
             warnings: Vec::new(),
             proxied: Vec::new(),
@@ -421,7 +421,7 @@ impl<'o> Walk<'o> {
             self.scope.defined.extend(values::named_captures(a));
         }
         if matches!(ctx, Ctx::Server | Ctx::Location) && !is_block {
-            self.sites.directive(&args, &location);
+            self.sites.directive(&args, &location).map_err(|k| ConfigError::invalid(k, at.clone()))?;
         }
         match (ctx, name) {
             (_, b"include") => {
@@ -499,7 +499,7 @@ impl<'o> Walk<'o> {
                     siblings.push(key);
                 }
                 self.locations.push(Vec::new());
-                self.sites.open_location(&args[1..], at);
+                self.sites.open_location(&args[1..], at).map_err(|k| ConfigError::invalid(k, at.clone()))?;
                 let r = self.enter(lx, Ctx::Location, at);
                 self.sites.close_location();
                 self.locations.pop();

@@ -67,11 +67,49 @@ pub const EXPRESSIONS: &[(&str, &str)] = &[
     ("origin", "$scheme://$host:$server_port"),
     ("map_tenant", "$tenant"),
     ("map_zone", "z=$zone|t=$tenant"),
+    // Regular expressions (the `routed` listener): which location answered (`set` there), a map with
+    // regex keys (before any `$N`, so that the one complex value nginx answers with reads each capture
+    // at one state), the captures and the named captures the last match left.
+    ("where", "$where"),
+    ("map_regex", "$rx"),
+    ("captures", "$1|$2|$3"),
+    ("named_captures", "${sub}|${dom}|${leaf}|${sect}|${word}"),
 ];
 
-/// The `map` blocks of [`nginx_conf`] (the expressions `map_tenant` and `map_zone`).
+/// The `map` blocks of [`nginx_conf`] (the expressions `map_tenant`, `map_zone` and `map_regex`).
 pub const MAPS: &str = "  map $http_x_tenant $tenant { default none; alpha a-pool; Beta b-pool; \\default escaped; \"\" empty-src; }\n\
-\x20 map $host $zone { hostnames; default z0; .shop.test shop; *.eu.shop.test eu; www.shop.* wwwshop; exact.test ex; }\n";
+\x20 map $host $zone { hostnames; default z0; .shop.test shop; *.eu.shop.test eu; www.shop.* wwwshop; exact.test ex; }\n\
+\x20 map $http_x_rx $rx { default rx-none; word-1 exact; ~^(?<word>[a-z]+)-(\\d+)$ \"w=$word n=$2\"; ~*^UP(.*)$ up=$1; \
+~^plain$ plain; \"~^(x)(y)?(z)$\" \"xyz=$1,$2,$3\"; }\n";
+
+/// The `server_name` of the `routed` listener's default server.
+pub const ROUTED_DEFAULT_NAME: &str = "rx-default.test";
+
+/// The servers of the `routed` listener: locations of every kind (exact, prefix, `^~`, regular expressions
+/// with and without captures, caseless, nested), and servers chosen by exact, wildcard and regular-expression
+/// names; each location says which it is (`$where`) and answers with every expression.
+fn routed_servers(ret: &str) -> String {
+    let at = Listener::Routed.server();
+    let l = |m: &str, name: &str| format!("location {m} {{ set $where {name}; {ret} }}");
+    let nested = l("~ ^/pre/nested/(?<leaf>[a-z]+)$", "nested-regex");
+    let pre = format!("location /pre/ {{ set $where prefix-pre; {ret} {nested} }}");
+    format!(
+        "  server {{ listen {at} default_server; server_name {ROUTED_DEFAULT_NAME}; {} {} {} {} {} {} {} }}\n\
+         \x20 server {{ listen {at}; server_name exact.rx.test *.wild.rx.test ~^(?<sub>[a-z0-9.-]+)\\.rx\\.test$ \
+         ~^WWW\\.(?<dom>.+)$; {} {} }}\n\
+         \x20 server {{ listen {at}; server_name ~^(a)(b)?(c)\\.test$ third.rx.test; {} }}\n",
+        l("/", "prefix-root"),
+        pre,
+        l("^~ /stop/", "noregex-stop"),
+        l("= /exact.php", "exact"),
+        l("~ \\.php$", "php"),
+        l("~* ^/(?<sect>img|css)/(.+)\\.(png|CSS)$", "caseless-asset"),
+        l("~ ^/(\\d+)/(\\d+)?(x)?$", "digits"),
+        l("/", "named-server"),
+        l("~ ^/cap/(.*)$", "named-server-cap"),
+        l("/", "third-server"),
+    )
+}
 
 /// Modelled variables deliberately left out, with the reason.
 pub const NOT_RECORDED: &[(&str, &str)] = &[(
@@ -89,11 +127,13 @@ pub enum Listener {
     Unmerged,
     /// IPv6 (`[::1]`), `merge_slashes on`.
     Ipv6,
+    /// IPv4, several servers and locations chosen by regular expressions (`server_name`, `location`).
+    Routed,
 }
 
 impl Listener {
     /// Every listener, in the file's order.
-    pub const ALL: [Listener; 3] = [Listener::Merged, Listener::Unmerged, Listener::Ipv6];
+    pub const ALL: [Listener; 4] = [Listener::Merged, Listener::Unmerged, Listener::Ipv6, Listener::Routed];
 
     /// The address nginx listens on.
     pub fn server(self) -> SocketAddr {
@@ -101,13 +141,14 @@ impl Listener {
             Listener::Merged => "127.0.201.1:20801".parse().unwrap_or_else(|_| unreachable!()),
             Listener::Unmerged => "127.0.201.1:20802".parse().unwrap_or_else(|_| unreachable!()),
             Listener::Ipv6 => "[::1]:20803".parse().unwrap_or_else(|_| unreachable!()),
+            Listener::Routed => "127.0.201.1:20804".parse().unwrap_or_else(|_| unreachable!()),
         }
     }
 
     /// The client address requests to this listener come from (the port is per request).
     pub fn client_ip(self) -> std::net::IpAddr {
         match self {
-            Listener::Merged | Listener::Unmerged => std::net::IpAddr::from([127, 0, 201, 2]),
+            Listener::Merged | Listener::Unmerged | Listener::Routed => std::net::IpAddr::from([127, 0, 201, 2]),
             Listener::Ipv6 => std::net::IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
         }
     }
@@ -115,6 +156,14 @@ impl Listener {
     /// Whether the server merges slashes.
     pub fn merge_slashes(self) -> bool {
         !matches!(self, Listener::Unmerged)
+    }
+
+    /// The first `server_name` of its default server.
+    pub fn server_name(self) -> &'static str {
+        match self {
+            Listener::Routed => ROUTED_DEFAULT_NAME,
+            _ => SERVER_NAME,
+        }
     }
 }
 
@@ -145,9 +194,16 @@ fn req(name: &'static str, listener: Listener, head: impl Into<String>) -> KeyRe
     KeyRequest { name, listener, head: head.into() }
 }
 
+/// A request to the `routed` listener's default server, with an `X-Rx` header (the `map_regex` source)
+/// unless `x_rx` is empty.
+fn rx(target: &str, x_rx: &str) -> String {
+    let header = if x_rx.is_empty() { String::new() } else { format!("X-Rx: {x_rx}\r\n") };
+    format!("GET {target} HTTP/1.1\r\nHost: {ROUTED_DEFAULT_NAME}\r\n{header}")
+}
+
 /// The cases, in the file's order.
 pub fn cases() -> Vec<KeyCase> {
-    use Listener::{Ipv6, Merged, Unmerged};
+    use Listener::{Ipv6, Merged, Routed, Unmerged};
     let h = "Host: keys.test\r\n";
     let get = |target: &str| format!("GET {target} HTTP/1.1\r\n{h}");
     vec![
@@ -317,6 +373,63 @@ pub fn cases() -> Vec<KeyCase> {
                 req("absent-host", Ipv6, "GET /six HTTP/1.0\r\n"),
             ],
         },
+        KeyCase {
+            name: "regex-locations",
+            description: "location order: exact, longest prefix, ^~, regular expressions in order (caseless ~*, \
+                          captures, groups that do not take part), nested regular expressions",
+            requests: vec![
+                req("prefix-only", Routed, rx("/a/b", "")),
+                req("exact-before-regex", Routed, rx("/exact.php", "")),
+                req("regex-after-prefix", Routed, rx("/x/index.php", "")),
+                req("regex-over-longer-prefix", Routed, rx("/pre/a.php", "")),
+                req("noregex-prefix", Routed, rx("/stop/a.php", "")),
+                req("nested-regex", Routed, rx("/pre/nested/leaf", "")),
+                req("nested-miss-then-outer-regex", Routed, rx("/pre/nested/LEAF.php", "")),
+                req("prefix-with-nested-miss", Routed, rx("/pre/nested/x1", "")),
+                req("caseless", Routed, rx("/IMG/Cat.PNG", "")),
+                req("caseless-group-case", Routed, rx("/css/a.b.css", "")),
+                req("case-sensitive-miss", Routed, rx("/a.PHP", "")),
+                req("optional-groups-set", Routed, rx("/12/34x", "")),
+                req("optional-groups-unset", Routed, rx("/12/", "")),
+                req("middle-group-unset", Routed, rx("/12/x", "")),
+                req("decoded-uri", Routed, rx("/%31%32/3", "")),
+                req("first-regex-wins", Routed, rx("/1/2.php", "")),
+            ],
+        },
+        KeyCase {
+            name: "regex-server-names",
+            description: "server_name: exact, wildcard, then regular expressions in order (an upper-case letter \
+                          makes one caseless), captures and named captures in the key",
+            requests: vec![
+                req("exact-name", Routed, "GET /cap/e HTTP/1.1\r\nHost: exact.rx.test\r\n"),
+                req("wildcard-before-regex", Routed, "GET /cap/w HTTP/1.1\r\nHost: a.wild.rx.test\r\n"),
+                req("named-capture", Routed, "GET / HTTP/1.1\r\nHost: Shop-1.RX.test\r\n"),
+                req("regex-then-location-capture", Routed, "GET /cap/x/y HTTP/1.1\r\nHost: shop.rx.test\r\n"),
+                req("uppercase-pattern-caseless", Routed, "GET / HTTP/1.1\r\nHost: www.example.org\r\n"),
+                req("first-server-regex-wins", Routed, "GET / HTTP/1.1\r\nHost: www.rx.test\r\n"),
+                req("positional-captures", Routed, "GET / HTTP/1.1\r\nHost: ac.test\r\n"),
+                req("exact-after-regex-server", Routed, "GET / HTTP/1.1\r\nHost: third.rx.test\r\n"),
+                req("no-match-default", Routed, "GET / HTTP/1.1\r\nHost: other.test\r\n"),
+                req("request-line-host", Routed, "GET http://abc.test/1/2 HTTP/1.1\r\nHost: x\r\n"),
+                req("trailing-dot", Routed, "GET / HTTP/1.1\r\nHost: shop.rx.test.\r\n"),
+            ],
+        },
+        KeyCase {
+            name: "regex-maps",
+            description: "map keys ~ and ~*: after exact keys, in order, on the value as sent; captures and named \
+                          captures in the value; an empty value tries none",
+            requests: vec![
+                req("exact-before-regex", Routed, rx("/", "word-1")),
+                req("named-and-positional", Routed, rx("/", "alpha-42")),
+                req("caseless", Routed, rx("/", "upper")),
+                req("case-sensitive-miss", Routed, rx("/", "Alpha-42")),
+                req("no-groups", Routed, rx("/12/34", "plain")),
+                req("optional-group-unset", Routed, rx("/", "xz")),
+                req("default", Routed, rx("/", "none of them")),
+                req("empty-value", Routed, rx("/12/34", "")),
+                req("map-after-location-captures", Routed, rx("/12/34", "beta-7")),
+            ],
+        },
     ]
 }
 
@@ -329,11 +442,13 @@ pub fn client_port(index: usize) -> u16 {
 /// The `http` block's servers (without temp paths), as nginx runs them.
 pub fn servers_conf() -> String {
     let body = EXPRESSIONS.iter().map(|(_, e)| *e).collect::<Vec<_>>().join(SEPARATOR);
-    let ret = format!("location / {{ return 200 \"{body}\"; }}");
-    let [m, u, v6] = Listener::ALL.map(Listener::server);
+    let answer = format!("return 200 \"{body}\";");
+    let ret = format!("location / {{ {answer} }}");
+    let [m, u, v6, _] = Listener::ALL.map(Listener::server);
     format!(
         "{MAPS}  server {{ listen {m}; listen {v6}; server_name {SERVER_NAME}; {ret} }}\n\
-         \x20 server {{ listen {u}; server_name {SERVER_NAME}; merge_slashes off; {ret} }}\n"
+         \x20 server {{ listen {u}; server_name {SERVER_NAME}; merge_slashes off; {ret} }}\n{}",
+        routed_servers(&answer)
     )
 }
 
@@ -640,7 +755,8 @@ fn send(client: SocketAddr, server: SocketAddr, bytes: &[u8]) -> Result<Answer> 
     Ok(Answer { status, keys })
 }
 
-fn split_body(body: &[u8]) -> Vec<Vec<u8>> {
+/// nginx's answer split into one value per expression, at every separator (`<|~|>`).
+pub fn split_body(body: &[u8]) -> Vec<Vec<u8>> {
     let sep = SEPARATOR.as_bytes();
     let mut out = Vec::new();
     let mut rest = body;
@@ -789,7 +905,7 @@ fn assemble(test_groups: Vec<KeyGroup>) -> KeyVectors {
             server: l.server().to_string(),
             client_address: l.client_ip().to_string(),
             merge_slashes: l.merge_slashes(),
-            server_name: SERVER_NAME.to_string(),
+            server_name: l.server_name().to_string(),
             scheme: "http".to_string(),
         })
         .collect();
