@@ -17,6 +17,10 @@ pub(crate) const EXPLAIN: Schema = Schema("nginx-ketama/explain/v1");
 pub(crate) const SHARE: Schema = Schema("nginx-ketama/share/v1");
 /// `diff --format json`.
 pub(crate) const DIFF: Schema = Schema("nginx-ketama/diff/v1");
+/// `diff --engine ENGINE --format json`.
+pub(crate) const ENGINE_DIFF: Schema = Schema("nginx-ketama/engine-diff/v1");
+/// `migrate --format json`.
+pub(crate) const MIGRATE: Schema = Schema("nginx-ketama/migrate/v1");
 /// `forge --format json`.
 pub(crate) const FORGE: Schema = Schema("nginx-ketama/forge/v1");
 /// `compare --format json`.
