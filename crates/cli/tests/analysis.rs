@@ -1,4 +1,4 @@
-//! The analysis commands (`explain`, `share`, `diff`, `forge`, `compare`), offline, through the binary:
+//! The analysis commands (`explain`, `share`, `diff`, `forge`, `compare`, `migrate`), offline, through the binary:
 //! each command's formats, its agreement with `route` on the same keys, pictures that render, and errors.
 
 use nginx_ketama_harness::testkit::{TempFile, run_with_stdin};
