@@ -11,7 +11,10 @@
 //! * [`explain`]: every step nginx takes for one key ([`Explanation`]).
 //! * [`diff`]: what moves between two upstreams ([`Diff`]), by a merge of their maps.
 //! * [`forge`]: keys that land on a chosen server ([`forge::Forger`], [`forge::forge_keys`]).
-//! * [`compare`]: agreement with pingora-ketama (exact), libketama and MD5 virtual nodes (sampled).
+//! * [`compare`]: agreement with pingora-ketama (exact), libketama and MD5 virtual nodes (sampled), and
+//!   other proxies (feature `engines`).
+//! * `migrate` (feature `engines`): what another proxy moves when its servers change, and the settings a
+//!   migration report tries.
 //!
 //! [`Share`], [`Diff`] and [`compare::Comparison`] also count a list of real keys (`of_keys`), whose CRC32
 //! values are not uniform, next to the uniform figure ([`Unit`]).
@@ -34,6 +37,8 @@ pub mod compare;
 pub mod diff;
 pub mod explain;
 pub mod forge;
+#[cfg(feature = "engines")]
+pub mod migrate;
 pub mod picks;
 pub mod share;
 

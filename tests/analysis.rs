@@ -337,3 +337,35 @@ fn full_scan_of_all_crc32_values() {
     assert_eq!(by_worker.get(&Pick::RoundRobin).copied().unwrap_or(0), share.round_robin);
     eprintln!("all 2^32 values: {:?}", share.servers.iter().map(|s| (s.server.as_str(), s.count)).collect::<Vec<_>>());
 }
+
+/// An engine given its own server list: APISIX over nginx's five IPv4 lines plus a sixth endpoint is
+/// nginx's ring of the six (lua-resty-balancer's `t/chash.t` TEST 2), so what it keeps is exactly what
+/// nginx's own `Diff` from five to six servers leaves in place, and the sixth endpoint, which nginx's
+/// upstream does not have, is a row of its own holding what moved.
+#[test]
+fn an_engine_over_its_own_server_list_counts_by_address() {
+    use nginx_ketama::engines::{Backend, Engine};
+    let servers = |n: u16| {
+        Upstream::builder(Method::Consistent)
+            .peers((9001..9001 + n).map(|p| Peer::new(format!("127.0.0.1:{p}"))))
+            .build()
+            .unwrap()
+    };
+    let (five, six) = (servers(5), servers(6));
+    let map = PickMap::new(&five);
+    let moved = Diff::of(&map, &PickMap::new(&six)).moved;
+    // The endpoints in another order: the ring does not depend on it.
+    let eps: Vec<Backend> =
+        [9006, 9003, 9001, 9002, 9005, 9004].map(|p| Backend::new(format!("127.0.0.1:{p}").parse().unwrap(), 1)).into();
+    let c = Comparison::against_engine_listed(&five, &map, Engine::Apisix, &eps, 0, 0).unwrap();
+    assert_eq!(c.agree, HASH_SPACE - moved);
+    assert_eq!(c.servers.len(), 6);
+    assert_eq!((c.servers[5].server.as_str(), c.servers[5].nginx, c.servers[5].other), ("127.0.0.1:9006", 0, moved));
+    // Keys: each routed by nginx's upstream and, for the engine, by nginx's six-server upstream.
+    let keys: Vec<String> = (0..2000).map(|i| format!("/k/{i}")).collect();
+    let k = Comparison::of_keys_listed(&five, &map, Engine::Apisix, &eps, &keys).unwrap();
+    let same = keys.iter().filter(|key| five.route(key.as_bytes()) == six.route(key.as_bytes())).count();
+    assert_eq!((k.agree, k.total), (same as u64, 2000));
+    // No endpoints: refused.
+    assert!(Comparison::against_engine_listed(&five, &map, Engine::Apisix, &[], 0, 0).is_err());
+}

@@ -156,7 +156,8 @@ pub struct Comparison {
     /// For MD5 rings: the agreement expected if the key's CRC32 and MD5 were independent,
     /// `Σ nginx share × other share`, from both rings' exact shares.
     pub expected: Option<f64>,
-    /// Per server (nginx's servers in map order).
+    /// Per server: nginx's servers in map order, then (for an engine given its own server list) the
+    /// engine's backends nginx does not have.
     pub servers: Vec<ServerAgreement>,
 }
 
@@ -192,17 +193,69 @@ impl Comparison {
         keys: u64,
         seed: u64,
     ) -> Result<Comparison, CompareError> {
-        let (model, owner) = engine_model(up, map, engine)?;
+        Comparison::against_engine_listed(up, map, engine, &engine_backends(up)?, keys, seed)
+    }
+
+    /// As [`Comparison::against_engine`], with the engine given its own server list `backends` (its
+    /// endpoints, in its order, e.g. read from `kubectl ingress-nginx backends`) instead of the upstream's
+    /// peers. A key is kept when both pick the same address: a backend is nginx's server whose peer has
+    /// its address; a backend no peer has is a server of its own, after nginx's in
+    /// [`Comparison::servers`], with nothing from nginx.
+    ///
+    /// # Errors
+    ///
+    /// [`CompareError`]: an empty list, or settings the engine refuses.
+    #[cfg(feature = "engines")]
+    pub fn against_engine_listed(
+        up: &Upstream,
+        map: &PickMap,
+        engine: Engine,
+        backends: &[Backend],
+        keys: u64,
+        seed: u64,
+    ) -> Result<Comparison, CompareError> {
+        let side = EngineSide::new(up, map, engine, backends)?;
         let against = Against::Engine(engine);
-        if let Some(segments) = model.crc32_segments() {
-            let other = PickMap::from_segments(map, segments.into_iter().map(|(s, b)| (s, owner[b])).collect());
-            let mut acc = Tally::new(map);
+        if let Some(segments) = side.model.crc32_segments() {
+            let other = PickMap::from_segments(map, segments.into_iter().map(|(s, b)| (s, side.owner[b])).collect());
+            let mut acc = Tally::with_extra(map, side.extra);
             for o in map.merge(&other) {
                 acc.add(o.a, o.b, o.len);
             }
             return Ok(acc.finish(against, Method::Exact, Unit::HashSpace(map.basis()), HASH_SPACE, None));
         }
-        Comparison::sampled(up, map, against, keys, seed)
+        let mut acc = Tally::with_extra(map, side.extra.clone());
+        let mut key = Vec::new();
+        for i in 0..keys {
+            sample_key(seed, i, &mut key);
+            acc.add(map.pick_key(&key), side.pick_key(&key), 1);
+        }
+        Ok(acc.finish(against, Method::Sampled { keys, seed }, Unit::HashSpace(map.basis()), keys, None))
+    }
+
+    /// As [`Comparison::of_keys`] for an engine given its own server list (see
+    /// [`Comparison::against_engine_listed`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Comparison::against_engine_listed`].
+    #[cfg(feature = "engines")]
+    pub fn of_keys_listed(
+        up: &Upstream,
+        map: &PickMap,
+        engine: Engine,
+        backends: &[Backend],
+        keys: impl IntoIterator<Item = impl AsRef<[u8]>>,
+    ) -> Result<Comparison, CompareError> {
+        let side = EngineSide::new(up, map, engine, backends)?;
+        let mut acc = Tally::with_extra(map, side.extra.clone());
+        let mut total = 0;
+        for key in keys {
+            let key = key.as_ref();
+            acc.add(map.pick_key(key), side.pick_key(key), 1);
+            total += 1;
+        }
+        Ok(acc.finish(Against::Engine(engine), Method::Keys, Unit::Keys, total, None))
     }
 
     /// `against` on `keys` random keys from `seed` ([`sample_keys`]); for pingora-ketama use
@@ -316,33 +369,76 @@ pub fn sample_keys(seed: u64, count: u64) -> impl Iterator<Item = Vec<u8>> {
     })
 }
 
-/// An engine's model over the upstream's primary peers that are not `down`, and the nginx map's server
-/// index of each of its backends.
+/// The backends an engine is given for `up`: its primary peers that are not `down`, by address (as nginx
+/// prints the peer), with their weights, in configuration order.
+///
+/// # Errors
+///
+/// [`CompareError`]: a peer without an IP socket address, or none that is not `down`.
 #[cfg(feature = "engines")]
-fn engine_model(up: &Upstream, map: &PickMap, engine: Engine) -> Result<(Model, Vec<usize>), CompareError> {
+pub fn engine_backends(up: &Upstream) -> Result<Vec<Backend>, CompareError> {
     let mut backends = Vec::new();
-    let mut owner = Vec::new();
     for p in up.primary().iter().filter(|p| !p.is_down()) {
         let addr: SocketAddr = p
             .name()
             .parse()
             .map_err(|_| CompareError::NotASocketAddress { server: p.server().clone(), name: p.name().to_string() })?;
         backends.push(Backend::new(addr, p.weight()));
-        owner.push(map.servers().iter().position(|s| s == p.server()).expect("a primary server"));
     }
     if backends.is_empty() {
         return Err(CompareError::NoServers);
     }
-    Ok((engine.model(&backends)?, owner))
+    Ok(backends)
+}
+
+/// An engine's model over `backends`, each backend's server index (nginx's server whose primary peer
+/// has its address, else one of `extra`, numbered after nginx's servers), and those extra servers.
+#[cfg(feature = "engines")]
+struct EngineSide {
+    model: Model,
+    owner: Vec<usize>,
+    extra: Vec<Server>,
+}
+
+#[cfg(feature = "engines")]
+impl EngineSide {
+    fn new(up: &Upstream, map: &PickMap, engine: Engine, backends: &[Backend]) -> Result<EngineSide, CompareError> {
+        if backends.is_empty() {
+            return Err(CompareError::NoServers);
+        }
+        let nginx: Vec<(SocketAddr, usize)> = up
+            .primary()
+            .iter()
+            .filter_map(|p| Some((p.name().parse().ok()?, map.servers().iter().position(|s| s == p.server())?)))
+            .collect();
+        let mut extra: Vec<Server> = Vec::new();
+        let mut owner = Vec::with_capacity(backends.len());
+        for b in backends {
+            let index = match nginx.iter().find(|(a, _)| *a == b.addr) {
+                Some(&(_, s)) => s,
+                None => {
+                    let name = Server::new(b.addr.to_string());
+                    let at = extra.iter().position(|s| *s == name).unwrap_or_else(|| {
+                        extra.push(name);
+                        extra.len() - 1
+                    });
+                    map.servers().len() + at
+                }
+            };
+            owner.push(index);
+        }
+        Ok(EngineSide { model: engine.model(backends)?, owner, extra })
+    }
+
+    fn pick_key(&self, key: &[u8]) -> Pick {
+        self.model.pick(key).map_or(Pick::RoundRobin, |b| Pick::Server(self.owner[b]))
+    }
 }
 
 /// The other side, per key.
 enum Other {
     #[cfg(feature = "engines")]
-    Engine {
-        model: Model,
-        owner: Vec<usize>,
-    },
+    Engine(EngineSide),
     Pingora(PickMap),
     #[cfg(feature = "md5")]
     Md5 {
@@ -365,10 +461,7 @@ impl Other {
         match against {
             Against::PingoraKetama => Ok(Other::Pingora(PingoraRing::of(up)?.pick_map(up, map))),
             #[cfg(feature = "engines")]
-            Against::Engine(engine) => {
-                let (model, owner) = engine_model(up, map, engine)?;
-                Ok(Other::Engine { model, owner })
-            }
+            Against::Engine(engine) => Ok(Other::Engine(EngineSide::new(up, map, engine, &engine_backends(up)?)?)),
             #[cfg(feature = "md5")]
             Against::Libketama | Against::Md5Vnodes => Other::md5(up, map, against),
         }
@@ -402,7 +495,7 @@ impl Other {
     fn pick_key(&self, key: &[u8]) -> Pick {
         match self {
             #[cfg(feature = "engines")]
-            Other::Engine { model, owner } => model.pick(key).map_or(Pick::RoundRobin, |b| Pick::Server(owner[b])),
+            Other::Engine(side) => side.pick_key(key),
             Other::Pingora(map) => map.pick_key(key),
             #[cfg(feature = "md5")]
             Other::Md5 { ring, by_server, .. } => {
@@ -447,9 +540,14 @@ struct Tally {
 
 impl Tally {
     fn new(map: &PickMap) -> Tally {
-        let n = map.servers().len();
+        Tally::with_extra(map, Vec::new())
+    }
+
+    /// Counts over nginx's servers, then `extra` ones nginx does not have.
+    fn with_extra(map: &PickMap, extra: Vec<Server>) -> Tally {
+        let n = map.servers().len() + extra.len();
         Tally {
-            servers: map.servers().to_vec(),
+            servers: map.servers().iter().cloned().chain(extra).collect(),
             nginx: vec![0; n],
             other: vec![0; n],
             both: vec![0; n],

@@ -8,7 +8,10 @@ mod compare;
 mod diff;
 mod explain;
 mod forge;
+mod migrate;
 mod share;
+
+pub(crate) use migrate::Tried;
 
 use crate::gate::Verdict;
 use anyhow::Result;
@@ -30,6 +33,9 @@ pub(crate) enum Analysis {
     Forge(forge::Args),
     /// How many keys another ketama implementation sends to the same server as nginx.
     Compare(compare::Args),
+    /// Leaving nginx: per hash upstream and proxy, the share of keys that keep their server under each
+    /// setting of the proxy tried, and the best one.
+    Migrate(migrate::Args),
 }
 
 impl Analysis {
@@ -41,6 +47,7 @@ impl Analysis {
             Analysis::Diff(args) => diff::run(args),
             Analysis::Forge(args) => forge::run(args).map(|()| Verdict::Within),
             Analysis::Compare(args) => compare::run(args),
+            Analysis::Migrate(args) => migrate::run(args),
         }
     }
 }

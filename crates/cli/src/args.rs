@@ -53,6 +53,16 @@ pub(crate) struct ConfigArgs {
 }
 
 impl ConfigArgs {
+    /// The configuration file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.config
+    }
+
+    /// `--upstream`, if given.
+    pub(crate) fn upstream(&self) -> Option<&str> {
+        self.upstream.as_deref()
+    }
+
     /// Reads the configuration (its warnings go to stderr), every upstream of it.
     pub(crate) fn load_config(&self) -> Result<Config> {
         let options = load_options(&self.resolve, &self.fragment, self.nginx_version, self.libc);

@@ -18,6 +18,7 @@ mod analysis;
 mod args;
 mod gate;
 mod generated;
+mod ingress;
 mod lines;
 #[cfg(feature = "live")]
 mod live;

@@ -314,16 +314,21 @@ fn svg_pictures_render() {
 
 /// The pictures in docs/commands.md (`docs/images/`) are what the commands draw today. To redraw them, from
 /// `crates/cli/tests/data/examples/`: `nginx-ketama share --config nginx.conf --svg ../../../../../docs/images/share.svg`
-/// and `nginx-ketama diff --from nginx.conf --to grow.conf --svg ../../../../../docs/images/diff.svg`.
+/// and `nginx-ketama diff --from nginx.conf --to grow.conf --svg ../../../../../docs/images/diff.svg`, and
+/// `nginx-ketama migrate --config cdn.conf --to haproxy@2.6.12,ingress-nginx,envoy --samples 20000 --svg ../../../../../docs/images/migrate.svg`.
 #[test]
 fn documented_pictures_are_current() {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/examples");
     let images = nginx_ketama_harness::repo_root().join("docs/images");
     let dir = std::env::temp_dir().join(format!("nginx-ketama-pictures-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let runs: [(&str, Vec<&str>); 2] = [
+    let runs: [(&str, Vec<&str>); 3] = [
         ("share.svg", vec!["share", "--config", "nginx.conf"]),
         ("diff.svg", vec!["diff", "--from", "nginx.conf", "--to", "grow.conf"]),
+        (
+            "migrate.svg",
+            vec!["migrate", "--config", "cdn.conf", "--to", "haproxy@2.6.12,ingress-nginx,envoy", "--samples", "20000"],
+        ),
     ];
     for (name, args) in runs {
         let fresh = dir.join(name);
@@ -438,4 +443,398 @@ fn the_skew_gate_weighs_servers() {
     // Plain hash: 32,768 values over 3 slots, within 0.01% of the weights.
     assert!(run(&["share", "--config", c, "--fail-skew-above", "1.001"], b"").status.success());
     assert_eq!(run(&["share", "--config", c, "--fail-skew-above", "1"], b"").status.code(), Some(1));
+}
+
+// --- Leaving nginx: `compare --backends`, `diff --engine`, `migrate` (docs/engines.md) ---
+
+/// ingress-nginx's ring written out here, independently of the library, from lua-resty-balancer's
+/// `chash.lua`/`chash.c` (v0.05) and ingress-nginx controller-v1.15.1's `util.get_nodes`: per endpoint
+/// `address:port`, 160 points chained as `crc32(id ‖ le32(previous))` from 0; a key goes to the first point
+/// `≥ crc32(key)`, wrapping. Returns the points `(hash, endpoint)`, sorted (stable).
+fn ingress_ring(ids: &[&str]) -> Vec<(u32, usize)> {
+    let mut points = Vec::new();
+    for (n, id) in ids.iter().enumerate() {
+        let mut prev = 0u32;
+        for _ in 0..160 {
+            let mut h = crc32fast::Hasher::new();
+            h.update(id.as_bytes());
+            h.update(&prev.to_le_bytes());
+            prev = h.finalize();
+            points.push((prev, n));
+        }
+    }
+    points.sort_by_key(|p| p.0);
+    points
+}
+
+fn ingress_pick(ring: &[(u32, usize)], key: &[u8]) -> usize {
+    let crc = crc32fast::hash(key);
+    let i = ring.partition_point(|p| p.0 < crc);
+    ring[if i == ring.len() { 0 } else { i }].1
+}
+
+/// The share of the 2³² values endpoint `n` answers on `ring` (first of equal hashes kept).
+fn ingress_share(ring: &[(u32, usize)], n: usize) -> u64 {
+    let mut total = 0u64;
+    let mut prev: Option<u32> = None;
+    for &(h, owner) in ring {
+        if prev == Some(h) {
+            continue;
+        }
+        let from = prev.map_or(0, |p| u64::from(p) + 1);
+        if owner == n {
+            total += u64::from(h) + 1 - from;
+        }
+        prev = Some(h);
+    }
+    if ring[0].1 == n {
+        total += u64::from(u32::MAX) - u64::from(prev.unwrap());
+    }
+    total
+}
+
+/// `kubectl ingress-nginx backends` output (the shape of controller-v1.15.1's `Backend`) with one hashed
+/// backend over `endpoints` and one other backend.
+fn backends_json(endpoints: &[(&str, &str)], subset: bool) -> String {
+    let eps: Vec<String> = endpoints
+        .iter()
+        .map(|(a, p)| format!(r#"{{"address":"{a}","port":"{p}","target":{{"kind":"Pod","name":"app-{p}"}}}}"#))
+        .collect();
+    format!(
+        r#"[
+  {{"name":"default-app-80","service":{{"metadata":{{"name":"app"}}}},"port":80,"sslPassthrough":false,
+    "endpoints":[{}],
+    "sessionAffinityConfig":{{"name":"","mode":"","cookieSessionAffinity":{{"name":""}}}},
+    "upstreamHashByConfig":{{"upstream-hash-by":"$request_uri"{}}},
+    "noServer":false,"trafficShapingPolicy":{{"weight":0,"weightTotal":0,"header":"","headerValue":"","headerPattern":"","cookie":""}}}},
+  {{"name":"upstream-default-backend","port":0,"sslPassthrough":false,
+    "endpoints":[{{"address":"127.0.0.1","port":"8181"}}],
+    "sessionAffinityConfig":{{"name":"","mode":"","cookieSessionAffinity":{{"name":""}}}},
+    "upstreamHashByConfig":{{}},"noServer":false,"trafficShapingPolicy":{{"weight":0,"weightTotal":0,"header":"","headerValue":"","headerPattern":"","cookie":""}}}}
+]
+"#,
+        eps.join(","),
+        if subset { r#","upstream-hash-by-subset":true,"upstream-hash-by-subset-size":2"# } else { "" }
+    )
+}
+
+const FIVE_EPS: [(&str, &str); 5] =
+    [("127.0.0.1", "9001"), ("127.0.0.1", "9002"), ("127.0.0.1", "9003"), ("127.0.0.1", "9004"), ("127.0.0.1", "9005")];
+
+/// `compare --against ingress-nginx --backends`: the endpoints of the JSON, counted exactly. Over real keys
+/// the count equals an independent tally: nginx's pick from `route` (proven against nginx) and
+/// ingress-nginx's from the ring written out above.
+#[test]
+fn compare_reads_ingress_nginx_backends() {
+    let c = conf("ing.conf", FIVE);
+    let c = c.to_str().unwrap();
+    // Endpoint 9003 gone, 9006 added, 9001 listed twice (get_nodes keeps one node).
+    let eps = [FIVE_EPS[4], FIVE_EPS[0], FIVE_EPS[1], FIVE_EPS[3], ("127.0.0.1", "9006"), FIVE_EPS[0]];
+    let file = TempFile::new("backends.json", backends_json(&eps, false));
+    let f = file.to_str().unwrap();
+    let keys: String = (0..400).map(|i| format!("/video/{i}.mp4\n")).collect();
+    let keys_file = TempFile::new("ing-keys", &keys);
+    let doc = json(&run(
+        &[
+            "compare",
+            "--config",
+            c,
+            "--against",
+            "ingress-nginx",
+            "--backends",
+            f,
+            "--keys",
+            keys_file.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        b"",
+    ));
+    assert_eq!(doc["endpoints"]["backend"], "default-app-80");
+    assert_eq!(doc["endpoints"]["count"], 5);
+    assert_eq!(doc["uniform"]["method"], "exact");
+    let servers = doc["uniform"]["servers"].as_array().unwrap();
+    let names: Vec<&str> = servers.iter().map(|s| s["server"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9003", "127.0.0.1:9004", "127.0.0.1:9005", "127.0.0.1:9006"]
+    );
+    // What ingress-nginx sends to each endpoint over 2^32, from the ring above.
+    let ids = ["127.0.0.1:9005", "127.0.0.1:9001", "127.0.0.1:9002", "127.0.0.1:9004", "127.0.0.1:9006"];
+    let ring = ingress_ring(&ids);
+    let other = |addr: &str| servers.iter().find(|s| s["server"] == addr).unwrap()["other"].as_u64().unwrap();
+    for (n, id) in ids.iter().enumerate() {
+        assert_eq!(other(id), ingress_share(&ring, n), "{id}");
+    }
+    assert_eq!((other("127.0.0.1:9003"), servers[5]["nginx"].as_u64()), (0, Some(0)));
+    // Over the keys: nginx's answer from `route`, ingress-nginx's from the ring.
+    let routed = ok(&run(&["route", "--config", c], keys.as_bytes()));
+    let agree = routed
+        .lines()
+        .zip(keys.lines())
+        .filter(|(line, key)| {
+            let v: Value = serde_json::from_str(line).unwrap();
+            v["server"] == ids[ingress_pick(&ring, key.as_bytes())]
+        })
+        .count();
+    assert_eq!(doc["keys"]["agree"].as_u64(), Some(agree as u64));
+    assert_eq!(doc["keys"]["total"], 400);
+    let table = ok(&run(&["compare", "--config", c, "--against", "ingress-nginx", "--backends", f], b""));
+    assert!(table.contains(&format!("endpoints: 5 of ingress-nginx backend default-app-80 ({f})\n")), "{table}");
+}
+
+/// Bad `--backends` input: each refused with the file and the problem named, exit 2.
+#[test]
+fn bad_backends_files_are_refused_naming_the_file_and_the_problem() {
+    let c = conf("bad-ing.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let cases: Vec<(String, Vec<&str>, &str)> = vec![
+        ("[{\"name\": \"a\",\n \"endpoints\": [}]".into(), vec![], ":2:16: not JSON (expected value"),
+        ("A backend of this name was not found.\n".into(), vec![], ":1:1: not JSON"),
+        ("[{\"endpoints\": []}]".into(), vec![], "not an ingress-nginx backend list: missing field `name`"),
+        ("42".into(), vec![], "expected an array of backends or one backend object"),
+        (backends_json(&FIVE_EPS, true), vec![], "uses upstream-hash-by-subset"),
+        (
+            backends_json(&FIVE_EPS, false),
+            vec!["--ingress-backend", "nope"],
+            "no backend named \"nope\"; backends: default-app-80, upstream-default-backend",
+        ),
+        (
+            backends_json(&[("10.0.0.300", "80")], false),
+            vec!["--ingress-backend", "default-app-80"],
+            "endpoint 0: address \"10.0.0.300\" is not an IP address",
+        ),
+        (
+            backends_json(&[("10.0.0.3", "http")], false),
+            vec!["--ingress-backend", "default-app-80"],
+            "endpoint 0: port \"http\" is not a port number",
+        ),
+    ];
+    for (i, (text, extra, want)) in cases.iter().enumerate() {
+        let file = TempFile::new(&format!("bad{i}.json"), text);
+        let f = file.to_str().unwrap();
+        let mut args = vec!["compare", "--config", c, "--against", "ingress-nginx", "--backends", f];
+        args.extend(extra);
+        let err = fails(&run(&args, b""));
+        assert!(err.contains(&format!("--backends {f}")) && err.contains(want), "case {i}: {err}");
+    }
+    // Two hashed backends with endpoints: one must be chosen (ingress-nginx's own default backend, with
+    // endpoints but not hashed, is not a candidate: case 4 above took the hashed one).
+    let ep = r#""endpoints":[{"address":"10.0.0.1","port":"80"}]"#;
+    let hashed = r#""upstreamHashByConfig":{"upstream-hash-by":"$uri"}"#;
+    let two = format!(
+        r#"[{{"name":"a-app-80",{ep},{hashed}}},{{"name":"b-api-80",{ep},{hashed}}},{{"name":"upstream-default-backend",{ep}}}]"#
+    );
+    let two = TempFile::new("two.json", two);
+    let err = fails(&run(&["compare", "--config", c, "--against", "apisix", "--backends", two.to_str().unwrap()], b""));
+    assert!(
+        err.contains("2 backends hash by upstream-hash-by; choose one with --ingress-backend NAME: a-app-80, b-api-80"),
+        "{err}"
+    );
+    let one = TempFile::new("one.json", format!(r#"{{"name":"x",{ep}}}"#));
+    let out = run(&["compare", "--config", c, "--against", "apisix", "--backends", one.to_str().unwrap()], b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("backend \"x\" has no upstream-hash-by"), "{out:?}");
+    let err = fails(&run(&["compare", "--config", c, "--against", "apisix", "--backends", "/nonexistent/b.json"], b""));
+    assert!(err.contains("--backends /nonexistent/b.json: cannot open"), "{err}");
+    let good = TempFile::new("good.json", backends_json(&FIVE_EPS, false));
+    let args = [
+        "compare",
+        "--config",
+        c,
+        "--against",
+        "pingora-ketama",
+        "--backends",
+        good.to_str().unwrap(),
+        "--ingress-backend",
+        "default-app-80",
+    ];
+    assert!(fails(&run(&args, b"")).contains("use it with --against ENGINE, not pingora-ketama"));
+}
+
+/// `diff --engine`: nginx's moves (exact) beside the engine's. Adding a server: on nginx and on
+/// ingress-nginx's ring keys move only to it, and ingress-nginx moves exactly the new endpoint's share of
+/// the ring written out above; Envoy's fixed-size ring also moves keys between the servers that stay.
+#[test]
+fn diff_on_an_engine_shows_both_sides() {
+    let a = conf("ea.conf", FIVE);
+    let b = conf("eb.conf", &FIVE.replace("127.0.0.1:9005;", "127.0.0.1:9005;\n  server 127.0.0.1:9006;"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let doc = json(&run(&["diff", "--from", a, "--to", b, "--engine", "ingress-nginx", "--format", "json"], b""));
+    assert_eq!(doc["schema"], "nginx-ketama/engine-diff/v1");
+    let sides = doc["sides"].as_array().unwrap();
+    assert_eq!((sides[0]["side"].as_str(), sides[1]["side"].as_str()), (Some("nginx"), Some("ingress-nginx")));
+    let ring = ingress_ring(&[
+        "127.0.0.1:9001",
+        "127.0.0.1:9002",
+        "127.0.0.1:9003",
+        "127.0.0.1:9004",
+        "127.0.0.1:9005",
+        "127.0.0.1:9006",
+    ]);
+    assert_eq!(sides[1]["counted"], "exact");
+    assert_eq!(sides[1]["moved"].as_u64(), Some(ingress_share(&ring, 5)));
+    assert_eq!((sides[0]["between_kept"].as_u64(), sides[1]["between_kept"].as_u64()), (Some(0), Some(0)));
+    // nginx's side is `diff`'s own figure; APISIX's ring is nginx's over IPv4 lines of equal weights
+    // (lua-resty-balancer's `t/chash.t` TEST 2), so it moves exactly as much.
+    let plain = json(&run(&["diff", "--from", a, "--to", b, "--format", "json"], b""));
+    assert_eq!(sides[0]["moved"], plain["hash_space"]["moved"]);
+    let apisix = json(&run(&["diff", "--from", a, "--to", b, "--engine", "apisix", "--format", "json"], b""));
+    assert_eq!(
+        (apisix["sides"][1]["moved"].as_u64(), apisix["sides"][1]["counted"].as_str()),
+        (plain["hash_space"]["moved"].as_u64(), Some("exact"))
+    );
+    let envoy = json(&run(
+        &["diff", "--from", a, "--to", b, "--engine", "envoy", "--samples", "20000", "--format", "json"],
+        b"",
+    ));
+    let e = &envoy["sides"][1];
+    assert_eq!((e["counted"].as_str(), e["total"].as_u64()), (Some("sampled: 20000 keys, seed 1"), Some(20000)));
+    let (lo, _) = (e["between_kept_interval"][0].as_f64().unwrap(), 0);
+    assert!(lo > 0.0, "Envoy's ring moves keys between survivors: {e}");
+    assert!(sides[0]["moved_interval"].is_null());
+    let table = ok(&run(&["diff", "--from", a, "--to", b, "--engine", "envoy", "--samples", "2000"], b""));
+    assert!(table.contains("not proven live") && table.contains("sampled: 2000 keys, seed 1"), "{table}");
+    let csv = ok(&run(&["diff", "--from", a, "--to", b, "--engine", "haproxy:crc32", "--format", "csv"], b""));
+    assert!(csv.starts_with("side,counted,total,moved,moved_fraction,moved_interval,between_kept,"), "{csv}");
+    assert_eq!(csv.lines().count(), 3);
+    // Bad input.
+    assert!(
+        fails(&run(&["diff", "--from", a, "--to", b, "--engine", "nginx"], b"")).contains("unknown engine \"nginx\"")
+    );
+    assert!(
+        fails(&run(&["diff", "--from", a, "--to", b, "--engine", "kong:slots=3"], b""))
+            .contains("slots=N (10 to 65536)")
+    );
+    let err = fails(&run(&["diff", "--from", a, "--to", b, "--engine", "envoy", "--failed", "127.0.0.1:9001"], b""));
+    assert!(err.contains("cannot be used with"), "{err}");
+}
+
+const TWO_UPSTREAMS: &str = "upstream app {\n  hash $request_uri consistent;\n  server 10.0.0.1:8080;\n  server 10.0.0.2:8080;\n  server 10.0.0.3:8080;\n}\nupstream cache {\n  hash $arg_k consistent;\n  server 10.0.1.1:11211 weight=2;\n  server 10.0.1.2:11211;\n}\nupstream sock {\n  hash $uri consistent;\n  server unix:/run/a.sock;\n}\nupstream rr {\n  server 10.0.2.1;\n}";
+
+/// `migrate`: every hash upstream, every setting, one best per upstream and engine. APISIX over IPv4
+/// lines of equal weights is nginx's ring (lua-resty-balancer's own `t/chash.t` TEST 2): 100%, exact;
+/// HAProxy's `crc32` settings are exact, the others sampled with intervals; an upstream the engines
+/// cannot take (a `unix:` socket) is skipped with the reason.
+#[test]
+fn migrate_reports_every_setting_and_the_best() {
+    let c = conf("mig.conf", TWO_UPSTREAMS);
+    let c = c.to_str().unwrap();
+    let doc = json(&run(
+        &["migrate", "--config", c, "--to", "apisix,haproxy@2.6.12", "--samples", "3000", "--format", "json"],
+        b"",
+    ));
+    assert_eq!(doc["schema"], "nginx-ketama/migrate/v1");
+    assert_eq!(doc["skipped"][0]["upstream"], "sock");
+    let settings = doc["settings"].as_array().unwrap();
+    // Per upstream: apisix (1) and HAProxy 2.6's 4 functions × avalanche (8).
+    assert_eq!(settings.len(), 2 * 9);
+    for s in settings {
+        let exact = s["method"] == "exact";
+        assert_eq!(exact, s["engine"] == "apisix" || s["setting"] == "haproxy@2.6.12:crc32", "{s}");
+        assert_eq!(s["interval"].is_null(), exact);
+        assert_eq!(s["total"].as_u64(), Some(if exact { 1 << 32 } else { 3000 }));
+    }
+    let apisix: Vec<&Value> = settings.iter().filter(|s| s["engine"] == "apisix").collect();
+    assert!(apisix.iter().all(|s| s["kept_fraction"] == 1.0), "{apisix:?}");
+    // The exact crc32 figure is compare's.
+    let crc = settings.iter().find(|s| s["upstream"] == "app" && s["setting"] == "haproxy@2.6.12:crc32").unwrap();
+    let cmp = json(&run(
+        &["compare", "--config", c, "--upstream", "app", "--against", "haproxy@2.6.12:crc32", "--format", "json"],
+        b"",
+    ));
+    assert_eq!(crc["kept"], cmp["uniform"]["agree"]);
+    let best = doc["best"].as_array().unwrap();
+    assert_eq!(best.len(), 4);
+    for b in best {
+        let group: Vec<&Value> =
+            settings.iter().filter(|s| s["upstream"] == b["upstream"] && s["engine"] == b["engine"]).collect();
+        let max = group.iter().map(|s| s["kept_fraction"].as_f64().unwrap()).fold(0.0, f64::max);
+        assert_eq!(b["kept_fraction"].as_f64(), Some(max));
+        assert_eq!(group.iter().filter(|s| s["best"] == "best").count(), 1);
+    }
+    let csv = ok(&run(&["migrate", "--config", c, "--to", "apisix", "--format", "csv"], b""));
+    assert_eq!(csv.lines().next(), Some("upstream,engine,setting,method,kept,total,kept_fraction,interval,best"));
+    assert_eq!(csv.lines().count(), 3);
+    let table = ok(&run(&["migrate", "--config", c, "--upstream", "cache", "--to", "kong", "--samples", "2000"], b""));
+    assert!(
+        table.contains("kong:slots=1000") && table.contains("kong:slots=65536") && table.contains("not proven live"),
+        "{table}"
+    );
+    assert!(!table.contains("app"), "{table}");
+}
+
+#[test]
+fn migrate_refuses_bad_input() {
+    let c = conf("migbad.conf", TWO_UPSTREAMS);
+    let c = c.to_str().unwrap();
+    assert!(fails(&run(&["migrate", "--config", c, "--to", "nginx"], b"")).contains("unknown engine \"nginx\""));
+    assert!(fails(&run(&["migrate", "--config", c, "--to", "haproxy:crc32"], b"")).contains("name it without options"));
+    assert!(fails(&run(&["migrate", "--config", c, "--to", "caddy@2.5"], b"")).contains("caddy"));
+    assert!(fails(&run(&["migrate", "--config", c], b"")).contains("--to"));
+    assert!(fails(&run(&["migrate", "--config", c, "--to", "envoy", "--samples", "x"], b"")).contains("--samples"));
+    let good = TempFile::new("mig.json", backends_json(&FIVE_EPS, false));
+    let args = [
+        "migrate",
+        "--config",
+        c,
+        "--to",
+        "ingress-nginx",
+        "--backends",
+        good.to_str().unwrap(),
+        "--ingress-backend",
+        "default-app-80",
+    ];
+    assert!(fails(&run(&args, b"")).contains("choose it with --upstream (app, cache, sock)"));
+    let bad = TempFile::new("mig-bad.json", "{");
+    let err = fails(&run(
+        &["migrate", "--config", c, "--upstream", "app", "--to", "apisix", "--backends", bad.to_str().unwrap()],
+        b"",
+    ));
+    assert!(err.contains(&format!("--backends {}:1:1: not JSON", bad.to_str().unwrap())), "{err}");
+    let rr = conf("rr.conf", "upstream rr {\n  server 10.0.2.1;\n}");
+    assert!(
+        fails(&run(&["migrate", "--config", rr.to_str().unwrap(), "--to", "apisix"], b""))
+            .contains("no upstream uses hash")
+    );
+    let unix = conf("unix.conf", "upstream sock {\n  hash $uri consistent;\n  server unix:/run/a.sock;\n}");
+    assert!(
+        fails(&run(&["migrate", "--config", unix.to_str().unwrap(), "--to", "apisix"], b""))
+            .contains("IP socket addresses")
+    );
+}
+
+/// `migrate --svg` renders (rsvg-convert) at the size the SVG states.
+#[test]
+fn migrate_picture_renders() {
+    let c = conf("migsvg.conf", FIVE);
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("migrate.svg");
+    ok(&run(
+        &[
+            "migrate",
+            "--config",
+            c.to_str().unwrap(),
+            "--to",
+            "apisix,kong",
+            "--samples",
+            "2000",
+            "--svg",
+            svg.to_str().unwrap(),
+        ],
+        b"",
+    ));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("kong:slots=65536") && text.contains("#59a14f"));
+    let size = |attr: &str| -> u32 {
+        let at = text.find(&format!("{attr}=\"")).unwrap() + attr.len() + 2;
+        text[at..at + text[at..].find('"').unwrap()].parse::<f64>().unwrap() as u32
+    };
+    let png = dir.path().join("migrate.png");
+    match Command::new("rsvg-convert").arg("-o").arg(&png).arg(&svg).status() {
+        Ok(status) => {
+            assert!(status.success());
+            assert_eq!(png_size(&std::fs::read(&png).unwrap()), (size("width"), size("height")));
+        }
+        Err(_) => nginx_ketama_harness::testkit::skip("rsvg-convert is not installed (apt-get install librsvg2-bin)"),
+    }
 }

@@ -45,6 +45,25 @@ fn outputs() -> Vec<(String, Value)> {
     one(&["compare", "--config", a, "--against", "haproxy@3.0.11:crc32", "--samples", "2000"]);
     one(&["compare", "--config", a, "--against", "apisix"]);
     one(&["compare", "--config", a, "--against", "envoy:maglev", "--samples", "2000"]);
+    let ingress = TempFile::new(
+        "backends.json",
+        r#"[{"name":"default-app-80","port":80,"endpoints":[{"address":"127.0.0.1","port":"9001"},{"address":"10.1.0.7","port":"8080"}],"upstreamHashByConfig":{"upstream-hash-by":"$request_uri"}}]"#,
+    );
+    one(&[
+        "compare",
+        "--config",
+        a,
+        "--against",
+        "ingress-nginx",
+        "--backends",
+        ingress.to_str().unwrap(),
+        "--keys",
+        keys,
+    ]);
+    one(&["diff", "--from", a, "--to", b, "--engine", "ingress-nginx"]);
+    one(&["diff", "--from", a, "--to", b, "--engine", "envoy", "--samples", "2000"]);
+    one(&["migrate", "--config", a, "--to", "apisix,kong", "--samples", "2000"]);
+    one(&["migrate", "--config", a, "--to", "ingress-nginx", "--backends", ingress.to_str().unwrap()]);
     // Requests that reach the upstream, that nginx answers itself, and that go elsewhere.
     let sites = TempFile::new(
         "sites.conf",

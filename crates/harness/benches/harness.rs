@@ -6,8 +6,8 @@
 use nginx_ketama::Method;
 use nginx_ketama_harness::catalog;
 use nginx_ketama_harness::nginx::build::Build;
-use nginx_ketama_harness::nginx::selection::Selection;
 use nginx_ketama_harness::nginx::netns::Net;
+use nginx_ketama_harness::nginx::selection::Selection;
 use nginx_ketama_harness::run::parity::{self, LibraryModel, PlanOptions};
 use nginx_ketama_harness::site::topology::Topology;
 use std::net::SocketAddr;

@@ -4,10 +4,11 @@
 use super::unit_words;
 use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile};
 use crate::gate::{self, Verdict};
+use crate::ingress::{BackendsFile, Endpoints};
 use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json};
 use crate::schema::Schema;
-use anyhow::Result;
+use anyhow::{Result, bail};
 use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
 use nginx_ketama::engines::Engine;
@@ -54,6 +55,8 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]
+    backends: BackendsFile,
+    #[command(flatten)]
     keys: KeysFile,
     #[command(flatten)]
     format: FormatArg,
@@ -70,11 +73,33 @@ struct CompareJson<'a> {
     /// For a proxy: what its model is read from, and whether it is proven live.
     #[serde(skip_serializing_if = "Option::is_none")]
     provenance: Option<&'a str>,
+    /// With `--backends`: the ingress-nginx backend whose endpoints the engine was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoints: Option<EndpointsJson<'a>>,
     /// Over the hash space: exact (pingora-ketama) or sampled (MD5 rings).
     uniform: &'a Report<'a>,
     /// With `--keys`.
     #[serde(skip_serializing_if = "Option::is_none")]
     keys: Option<&'a Report<'a>>,
+}
+
+/// `--backends`, in the JSON document.
+#[derive(serde::Serialize)]
+struct EndpointsJson<'a> {
+    file: String,
+    backend: &'a str,
+    count: usize,
+}
+
+impl<'a> EndpointsJson<'a> {
+    fn of(e: &'a Endpoints) -> EndpointsJson<'a> {
+        EndpointsJson { file: e.file.display().to_string(), backend: &e.name, count: e.backends.len() }
+    }
+}
+
+/// The line the table shows for `--backends`.
+pub(crate) fn endpoints_line(e: &Endpoints) -> String {
+    format!("endpoints: {} of ingress-nginx backend {} ({})", e.backends.len(), e.name, e.file.display())
 }
 
 /// One comparison (over the hash space, sampled keys or listed keys) as rows: each server's agreement.
@@ -186,12 +211,21 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::new(up);
     let against = args.against.0;
-    let uniform = match against {
-        Against::PingoraKetama => Comparison::exact(up, &map)?,
-        Against::Engine(engine) => Comparison::against_engine(up, &map, engine, args.samples, args.seed)?,
-        _ => Comparison::sampled(up, &map, against, args.samples, args.seed)?,
+    let endpoints = args.backends.read()?;
+    let uniform = match (against, &endpoints) {
+        (Against::Engine(engine), Some(e)) => {
+            Comparison::against_engine_listed(up, &map, engine, &e.backends, args.samples, args.seed)?
+        }
+        (_, Some(_)) => bail!("--backends gives a proxy its servers: use it with --against ENGINE, not {against}"),
+        (Against::PingoraKetama, None) => Comparison::exact(up, &map)?,
+        (Against::Engine(engine), None) => Comparison::against_engine(up, &map, engine, args.samples, args.seed)?,
+        (_, None) => Comparison::sampled(up, &map, against, args.samples, args.seed)?,
     };
-    let keys = match args.keys.count(&loaded, |keys| Comparison::of_keys(up, &map, against, keys))? {
+    let of_keys = |keys: &mut dyn Iterator<Item = Vec<u8>>| match (against, &endpoints) {
+        (Against::Engine(engine), Some(e)) => Comparison::of_keys_listed(up, &map, engine, &e.backends, keys),
+        _ => Comparison::of_keys(up, &map, against, keys),
+    };
+    let keys = match args.keys.count(&loaded, of_keys)? {
         Some((path, k)) => Some((path, k?)),
         None => None,
     };
@@ -222,6 +256,9 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                 if let Against::Engine(engine) = against {
                     writeln!(out, "{}", provenance(&engine))?;
                 }
+                if let Some(e) = &endpoints {
+                    writeln!(out, "{}", endpoints_line(e))?;
+                }
                 report.write_table(&mut out)?;
                 if let Some((path, k)) = &over_keys {
                     writeln!(out, "\nover the {} keys of {}:", k.comparison.total, path.display())?;
@@ -238,6 +275,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                     upstream: name,
                     against: &other,
                     provenance: provenance.as_deref(),
+                    endpoints: endpoints.as_ref().map(EndpointsJson::of),
                     uniform: &report,
                     keys: over_keys.as_ref().map(|(_, k)| k),
                 };
@@ -255,7 +293,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
 }
 
 /// "ENGINE: modelled from <source>; proven live …" or "…; not proven live".
-fn provenance(engine: &Engine) -> String {
+pub(crate) fn provenance(engine: &Engine) -> String {
     let live = if engine.proven_live() {
         "proven live against the real engine (tests/engines_live.rs)"
     } else {

@@ -8,14 +8,19 @@ use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json, svg};
 use crate::schema::Schema;
 use anyhow::Result;
+use nginx_ketama::analysis::compare::{Method, engine_backends, wilson};
 use nginx_ketama::analysis::diff::Diff;
+use nginx_ketama::analysis::migrate::{EngineDiff, nginx_between_kept};
 use nginx_ketama::analysis::{Pick, PickMap, Unit};
+use nginx_ketama::engines::Engine;
 use nginx_ketama::{Libc, NginxVersion, Upstream};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// The schema of `diff --format json` (docs/schemas/diff.v1.json).
 const SCHEMA: Schema = Schema("nginx-ketama/diff/v1");
+/// The JSON document of `diff --engine` (`docs/schemas/engine-diff.v1.json`).
+const ENGINE_SCHEMA: Schema = Schema("nginx-ketama/engine-diff/v1");
 
 /// `diff`'s arguments: two sides, each a configuration file, an upstream, an nginx version and a C library.
 #[derive(clap::Args)]
@@ -73,6 +78,24 @@ pub(crate) struct Args {
     svg: SvgFile,
     #[command(flatten)]
     gate: FailMovedAbove,
+    /// Also what this proxy moves for the same change, beside nginx: ENGINE as `compare --against` takes
+    /// it (haproxy…, caddy…, ingress-nginx, apisix, envoy…, kong…, traefik), given each side's primary
+    /// peers by address. Exact where the proxy hashes the key with CRC-32 on intervals, else sampled
+    /// (docs/engines.md).
+    #[arg(long, value_name = "ENGINE", value_parser = parse_engine,
+          conflicts_with_all = ["failed", "keys", "requests", "log", "svg", "fail_moved_above"])]
+    engine: Option<Engine>,
+    /// With --engine, when sampled: how many random keys.
+    #[arg(long, default_value_t = 100_000, requires = "engine")]
+    samples: u64,
+    /// With --engine, when sampled: the sample's seed.
+    #[arg(long, default_value_t = 1, requires = "engine")]
+    seed: u64,
+}
+
+/// `--engine`'s parser.
+fn parse_engine(s: &str) -> Result<Engine, String> {
+    s.parse::<Engine>().map_err(|e| e.to_string())
 }
 
 impl Args {
@@ -85,6 +108,105 @@ impl Args {
     fn load(&self, path: &Path, upstream: Option<&str>, version: NginxVersion, libc: Libc) -> Result<Loaded> {
         args::load(path, upstream, &args::load_options(&self.resolve, &self.fragment, version, libc))
     }
+}
+
+/// One side of a change, for the table's heading.
+fn describe(path: &Path, side: &Loaded) -> String {
+    let up: &Upstream = &side.upstream;
+    let method = if up.ring().is_some() { "consistent" } else { "plain" };
+    // The C library is named when it is not the default (glibc).
+    let libc = if up.libc() == Libc::Glibc { String::new() } else { format!(", {}", up.libc()) };
+    format!("{} (upstream {}, {method}, nginx {}{libc})", path.display(), side.name, up.version())
+}
+
+/// The JSON document of `diff --engine`.
+#[derive(serde::Serialize)]
+struct EngineDiffJson<'a> {
+    schema: Schema,
+    from: SideJson,
+    to: SideJson,
+    engine: String,
+    /// What the engine's model is read from, and whether it is proven live.
+    provenance: String,
+    /// `nginx` first (exact), then the engine.
+    sides: rows::Json<'a>,
+}
+
+/// `diff --engine`: nginx's moves (exact) and the engine's (exact or sampled) for the same change, one
+/// row each.
+fn on_engine(
+    args: &Args,
+    engine: Engine,
+    (from, a): (&Loaded, &PickMap),
+    (to, b): (&Loaded, &PickMap),
+    diff: &Diff,
+) -> Result<Verdict> {
+    let before = engine_backends(&from.upstream)?;
+    let after = engine_backends(&to.upstream)?;
+    let theirs = EngineDiff::of(engine, &before, &after, args.samples, args.seed)?;
+    let mut rows = Rows::new(vec![
+        Column::text("side"),
+        Column::text("counted"),
+        Column::number("total"),
+        Column::number("moved"),
+        Column::number("moved_fraction").headed("percent"),
+        Column::text("moved_interval").headed("95% interval"),
+        Column::number("between_kept").headed("between kept"),
+        Column::number("between_kept_fraction").headed("percent"),
+        Column::text("between_kept_interval").headed("95% interval"),
+    ]);
+    let counted = |m: Method| match m {
+        Method::Exact => "exact".to_string(),
+        Method::Sampled { keys, seed } => format!("sampled: {keys} keys, seed {seed}"),
+        Method::Keys => "keys".to_string(),
+    };
+    let interval = |m: Method, n: u64, total: u64| match m {
+        Method::Sampled { .. } => {
+            let (lo, hi) = wilson(n, total);
+            Cell::Interval(lo, hi)
+        }
+        _ => Cell::Empty,
+    };
+    let mut side = |name: String, m: Method, total: u64, moved: u64, kept: u64| {
+        rows.push(vec![
+            Cell::Text(name),
+            Cell::Text(counted(m)),
+            Cell::Count(total),
+            Cell::Count(moved),
+            Cell::Fraction { n: moved, total },
+            interval(m, moved, total),
+            Cell::Count(kept),
+            Cell::Fraction { n: kept, total },
+            interval(m, kept, total),
+        ]);
+    };
+    side("nginx".into(), Method::Exact, diff.total, diff.moved, nginx_between_kept(diff, a, b));
+    side(engine.to_string(), theirs.method, theirs.total, theirs.moved, theirs.between_kept);
+    let provenance = super::compare::provenance(&engine);
+    let mut out = BufWriter::new(crate::stdout::stdout());
+    match args.format.format {
+        Format::Table => {
+            writeln!(out, "from {}", describe(&args.from, from))?;
+            writeln!(out, "to   {}", describe(args.to_path(), to))?;
+            writeln!(out, "{provenance}")?;
+            writeln!(out, "between kept: keys moved from a server present before and after to another such server")?;
+            rows.write_table(&mut out)?;
+        }
+        Format::Json => {
+            let doc = EngineDiffJson {
+                schema: ENGINE_SCHEMA,
+                from: SideJson::of(&args.from, from, a),
+                to: SideJson::of(args.to_path(), to, b),
+                engine: engine.to_string(),
+                provenance,
+                sides: rows.json(),
+            };
+            json(&mut out, &doc)?;
+        }
+        Format::Csv => rows.write_csv(&mut out)?,
+    }
+    out.flush()?;
+    Ok(Verdict::Within)
 }
 
 /// The JSON document of `diff`.
@@ -226,6 +348,9 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let a = PickMap::with_failing(&from.upstream, fails, key_length);
     let b = PickMap::with_failing(&to.upstream, fails, key_length);
     let diff = Diff::of(&a, &b);
+    if let Some(engine) = args.engine {
+        return on_engine(args, engine, (&from, &a), (&to, &b), &diff);
+    }
     let keys = args.keys.count_pairs(&from, &to, |pairs| Diff::of_key_pairs(&a, &b, pairs))?;
     if let Some(path) = &args.svg.svg {
         let title = format!("{} → {}", args.from.display(), to_path.display());
@@ -246,13 +371,6 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
         let mut out = BufWriter::new(crate::stdout::stdout());
         match args.format.format {
             Format::Table => {
-                let describe = |path: &Path, side: &Loaded| {
-                    let up: &Upstream = &side.upstream;
-                    let method = if up.ring().is_some() { "consistent" } else { "plain" };
-                    // The C library is named when it is not the default (glibc).
-                    let libc = if up.libc() == Libc::Glibc { String::new() } else { format!(", {}", up.libc()) };
-                    format!("{} (upstream {}, {method}, nginx {}{libc})", path.display(), side.name, up.version())
-                };
                 writeln!(out, "from {}", describe(&args.from, &from))?;
                 writeln!(out, "to   {}", describe(to_path, &to))?;
                 writeln!(out, "{}", unit_words(diff.unit))?;

@@ -402,6 +402,89 @@ pub(crate) fn diff_svg(from: &PickMap, to: &PickMap, title: &str) -> String {
     out
 }
 
+/// The picture of a migration report: per upstream and engine, one bar per setting tried, as long as the
+/// share of keys that keep their server (0 to 100%), the 95% interval drawn across sampled bars, the best
+/// setting in green.
+pub(crate) fn migrate_svg(tried: &[crate::analysis::Tried], title: &str) -> String {
+    const LABEL: f64 = 330.0;
+    const BAR: f64 = 640.0;
+    const PITCH: f64 = 16.0;
+    let x0 = 20.0 + LABEL;
+    let groups =
+        tried.windows(2).filter(|w| (&w[0].upstream, w[0].engine) != (&w[1].upstream, w[1].engine)).count() + 1;
+    let top = 84.0;
+    let height = top + PITCH * tried.len() as f64 + 26.0 * groups as f64 + 30.0;
+    let width = x0 + BAR + 90.0;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(out, r#"<text x="20" y="28" font-size="17" font-weight="bold">{}</text>"#, escape(title));
+    let _ = writeln!(
+        out,
+        r##"<text x="20" y="50" font-size="12" fill="#333">Share of keys that keep their server, per setting; green: the best; bars with a line: sampled (95% interval), without: exact.</text>"##
+    );
+    for q in 0..=4 {
+        let x = x0 + BAR * f64::from(q) / 4.0;
+        let _ = writeln!(
+            out,
+            r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#ddd"/><text x="{x:.1}" y="{:.1}" font-size="11" text-anchor="middle" fill="#555">{}%</text>"##,
+            top - 8.0,
+            height - 24.0,
+            top - 12.0,
+            q * 25
+        );
+    }
+    let mut y = top;
+    let mut previous: Option<(&str, nginx_ketama::engines::Engine)> = None;
+    for t in tried {
+        if previous != Some((t.upstream.as_str(), t.engine)) {
+            y += 26.0;
+            let _ = writeln!(
+                out,
+                r#"<text x="20" y="{:.1}" font-size="13" font-weight="bold">upstream {} → {}</text>"#,
+                y - 8.0,
+                escape(&t.upstream),
+                escape(&t.engine.to_string())
+            );
+            previous = Some((t.upstream.as_str(), t.engine));
+        }
+        let fill = if t.best { "#59a14f" } else { "#4e79a7" };
+        let f = t.fraction();
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"#,
+            x0 - 8.0,
+            y + 10.0,
+            escape(&t.setting.to_string())
+        );
+        let _ = writeln!(out, r#"<rect x="{x0:.1}" y="{y:.1}" width="{:.2}" height="12" fill="{fill}"/>"#, BAR * f);
+        if matches!(t.comparison.method, nginx_ketama::analysis::compare::Method::Sampled { .. }) {
+            let (lo, hi) = t.interval();
+            let _ = writeln!(
+                out,
+                r##"<line x1="{:.2}" y1="{:.1}" x2="{:.2}" y2="{:.1}" stroke="#222" stroke-width="1.5"/>"##,
+                x0 + BAR * lo,
+                y + 6.0,
+                x0 + BAR * hi,
+                y + 6.0
+            );
+        }
+        let _ = writeln!(
+            out,
+            r#"<text x="{:.1}" y="{:.1}" font-size="11">{:.3}%</text>"#,
+            x0 + BAR * f + 6.0,
+            y + 10.0,
+            f * 100.0
+        );
+        y += PITCH;
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
 /// Writes `--svg FILE` as `nginx_ketama_output` writes a file (whole, through a device or FIFO, never
 /// replacing what is not a regular file), refusing one of the command's `inputs` (its configuration files
 /// and `--keys`).
