@@ -53,15 +53,21 @@ fn glibc_build() -> Option<Installation> {
     nginx_ketama_harness::testkit::newest_glibc_or_skip()
 }
 
+/// Runs `verify args` with its mismatch file in `dir`. A shim that answers gets the default answer timeout:
+/// a one-second timeout (what the test of a shim that never answers uses) includes the interpreter's start
+/// and fails a slow but correct shim on a loaded machine.
 fn verify(args: &[&str], dir: &Path) -> Output {
-    Command::new(CLI)
-        .arg("verify")
-        .args(args)
-        .arg("--mismatches")
-        .arg(dir.join("m.jsonl"))
-        .env("NGINX_KETAMA_SHIM_TIMEOUT", "1")
-        .output()
-        .unwrap()
+    verify_with_timeout(args, dir, None)
+}
+
+/// [`verify`], with `$NGINX_KETAMA_SHIM_TIMEOUT` set to `timeout` seconds when given.
+fn verify_with_timeout(args: &[&str], dir: &Path, timeout: Option<&str>) -> Output {
+    let mut cmd = Command::new(CLI);
+    cmd.arg("verify").args(args).arg("--mismatches").arg(dir.join("m.jsonl"));
+    if let Some(seconds) = timeout {
+        cmd.env("NGINX_KETAMA_SHIM_TIMEOUT", seconds);
+    }
+    cmd.output().unwrap()
 }
 
 fn text(out: &Output) -> String {
@@ -70,11 +76,21 @@ fn text(out: &Output) -> String {
 
 /// Runs `verify args --report junit=… --report json=…` in `dir`; (exit code, JUnit bytes, JSON document).
 fn reported(args: &[&str], dir: &Path, name: &str) -> (Option<i32>, String, Value, String) {
+    reported_with_timeout(args, dir, name, None)
+}
+
+/// [`reported`], with the shim's answer timeout set (see [`verify_with_timeout`]).
+fn reported_with_timeout(
+    args: &[&str],
+    dir: &Path,
+    name: &str,
+    timeout: Option<&str>,
+) -> (Option<i32>, String, Value, String) {
     let (xml, json) = (dir.join(format!("{name}.xml")), dir.join(format!("{name}.json")));
     let mut all = args.to_vec();
     let (x, j) = (format!("junit={}", xml.display()), format!("json={}", json.display()));
     all.extend(["--report", &x, "--report", &j]);
-    let out = verify(&all, dir);
+    let out = verify_with_timeout(&all, dir, timeout);
     let xml = std::fs::read_to_string(&xml).unwrap_or_else(|e| panic!("no JUnit report ({e}):\n{}", text(&out)));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(schemas::check(&doc), "nginx-ketama/verify/v1");
@@ -245,7 +261,8 @@ fn mismatches_fail_and_what_did_not_run_is_skipped() {
     );
     let mut args = base.to_vec();
     args.extend(["--topologies", "3", "--shim", "cat > /dev/null"]);
-    let (code, stopped_xml, doc, out) = reported(&args, tmp.path(), "stopped");
+    // This shim never answers: one second is all it gets.
+    let (code, stopped_xml, doc, out) = reported_with_timeout(&args, tmp.path(), "stopped", Some("1"));
     assert_eq!(code, Some(1), "{out}");
     assert_eq!(doc["verdict"], "protocol_fault");
     let outcomes: Vec<&str> = doc["suites"][0]["cases"]
