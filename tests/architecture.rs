@@ -70,16 +70,17 @@ fn paths(code: &str, module: &str) -> Vec<Vec<String>> {
     };
     let own: Vec<String> = module.split("::").filter(|s| !s.is_empty()).map(String::from).collect();
     for (prefix, from) in [("crate::", Vec::new()), ("super::", parent), ("self::", own)] {
-        let mut rest = code;
-        while let Some(i) = rest.find(prefix) {
-            let before = rest[..i].chars().next_back();
-            rest = &rest[i + prefix.len()..];
+        let mut at = 0;
+        while let Some(i) = code[at..].find(prefix) {
+            let start = at + i;
+            at = start + prefix.len();
+            let before = code[..start].chars().next_back();
             if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
                 continue;
             }
             // `super::super::…` climbs once more per `super`.
             let mut base = from.clone();
-            let mut tail_text = rest;
+            let mut tail_text = &code[at..];
             while let Some(more) = tail_text.strip_prefix("super::") {
                 base.pop();
                 tail_text = more;
@@ -207,7 +208,7 @@ fn workspace() -> PathBuf {
 fn no_crate_has_an_import_circle() {
     for dir in ["src", "crates/harness/src", "crates/cli/src", "crates/output/src"] {
         let graph = graph(&workspace().join(dir));
-        assert!(graph.len() > 1, "{dir}: no modules read");
+        assert!(!graph.is_empty(), "{dir}: no modules read");
         if let Some(found) = circle(&graph) {
             panic!("{dir}: an import circle: {}", found.join(" → "));
         }
@@ -235,7 +236,8 @@ fn each_harness_layer_imports_only_from_the_layers_above_it() {
     }
     assert!(wrong.is_empty(), "imports from a layer below: {wrong:?}");
     let text = std::fs::read_to_string(workspace().join("docs/architecture.md")).unwrap();
-    let order: Vec<usize> = LAYERS[..6].iter().map(|l| text.find(&format!("| `{l}/` |")).expect(l)).collect();
+    let section = &text[text.find("## The harness in layers").expect("the section")..];
+    let order: Vec<usize> = LAYERS[..6].iter().map(|l| section.find(&format!("| `{l}/` |")).expect(l)).collect();
     assert!(order.is_sorted(), "docs/architecture.md lists the layers in another order than {LAYERS:?}");
 }
 
