@@ -1,9 +1,10 @@
 //! How the commands write their answers: [`Format`] (what `--format` names), [`rows`] (the analysis
-//! commands' one row model, written as a table, CSV or JSON), [`svg`] (the pictures of `--svg`), and the
+//! commands' one row model, written as a table, CSV or JSON), [`svg`] (the pictures of `--svg`), [`xml`] (text in XML documents), and the
 //! pieces every command uses: [`json`], [`key_text`] and [`escape_field`].
 
 pub(crate) mod rows;
 pub(crate) mod svg;
+pub(crate) mod xml;
 
 use anyhow::Result;
 use std::borrow::Cow;

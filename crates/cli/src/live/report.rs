@@ -8,6 +8,7 @@
 //! that refuses a new file, one of the command's inputs: exit 2), and written whole, as the mismatch file is
 //! (`nginx_ketama_output`: never by replacing something that is not a regular file).
 
+use crate::render::xml::{attr, text};
 use nginx_ketama_harness::proofs::sweep::Finding;
 use nginx_ketama_harness::proofs::verdict::Verdict;
 use nginx_ketama_harness::run::observation::Observation;
@@ -586,40 +587,6 @@ fn observation_json(o: &Observation) -> serde_json::Value {
     v
 }
 
-/// `s` as an XML 1.0 attribute value: [`text`], with tab, newline and carriage return as character
-/// references (a parser turns a literal one into a space) and quotes escaped.
-pub(crate) fn attr(s: &str) -> String {
-    escape(s, true)
-}
-
-/// `s` as XML 1.0 character data: `&`, `<` and `>` escaped, and every character XML 1.0 cannot hold
-/// (control characters other than tab, newline and carriage return, U+FFFE, U+FFFF) written as `\u{…}`,
-/// so any key (keys are bytes) makes a well-formed document.
-pub(crate) fn text(s: &str) -> String {
-    escape(s, false)
-}
-
-fn escape(s: &str, attribute: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' if attribute => out.push_str("&quot;"),
-            '\t' if attribute => out.push_str("&#9;"),
-            '\n' if attribute => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' | '\n' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {
-                let _ = write!(out, "\\u{{{:x}}}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,14 +605,6 @@ mod tests {
         assert!(e.contains("unknown report format \"xml\"") && e.contains("junit=FILE or json=FILE"), "{e}");
         assert!(ReportTarget::parse("v.xml").unwrap_err().contains("junit=FILE or json=FILE"));
         assert!(ReportTarget::parse("junit=").unwrap_err().contains("no file after junit="));
-    }
-
-    #[test]
-    fn xml_escapes_markup_and_what_xml_cannot_hold() {
-        assert_eq!(attr("a<b>&\"c'"), "a&lt;b&gt;&amp;&quot;c'");
-        assert_eq!(attr("x\u{1}y\u{ffff}\tz\n"), "x\\u{1}y\\u{ffff}&#9;z&#10;");
-        assert_eq!(text("x\u{1}y\"\tz\n\r"), "x\\u{1}y\"\tz\n&#13;");
-        assert_eq!(text("é → ok"), "é → ok");
     }
 
     fn sample() -> Report {

@@ -6,6 +6,7 @@
 //! rings) the circle is cut into [`BINS`] equal bins and each bin takes the colour of whoever answers most
 //! of it, which the caption says.
 
+use super::xml::text;
 use anyhow::Result;
 use nginx_ketama::Server;
 use nginx_ketama::analysis::{Diff, HASH_SPACE, Pick, PickMap, ServerHealth, Share};
@@ -112,22 +113,6 @@ const ROUND_ROBIN_COLOUR: &str = "#c8c8c8";
 const MOVED_COLOUR: &str = "#d62728";
 const KEPT_COLOUR: &str = "#f0f0f0";
 
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c if c.is_control() => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 const SIZE: f64 = 700.0;
 const CENTER: f64 = SIZE / 2.0;
 
@@ -220,14 +205,14 @@ fn header(out: &mut String, height: f64, title: &str, subtitle: &str) {
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ =
-        writeln!(out, r#"<text x="{}" y="28" font-size="17" font-weight="bold">{}</text>"#, SIZE + 10.0, escape(title));
+        writeln!(out, r#"<text x="{}" y="28" font-size="17" font-weight="bold">{}</text>"#, SIZE + 10.0, text(title));
     for (i, line) in subtitle.lines().enumerate() {
         let _ = writeln!(
             out,
             r##"<text x="{}" y="{}" font-size="12" fill="#333">{}</text>"##,
             SIZE + 10.0,
             50.0 + 16.0 * i as f64,
-            escape(line)
+            text(line)
         );
     }
 }
@@ -242,7 +227,7 @@ fn legend(out: &mut String, y: f64, rows: &[(String, String)]) {
             SIZE + 10.0,
             yy - 11.0
         );
-        let _ = writeln!(out, r#"<text x="{}" y="{yy}" font-size="12">{}</text>"#, SIZE + 30.0, escape(label));
+        let _ = writeln!(out, r#"<text x="{}" y="{yy}" font-size="12">{}</text>"#, SIZE + 30.0, text(label));
     }
 }
 
@@ -421,7 +406,7 @@ pub(crate) fn migrate_svg(tried: &[crate::analysis::Tried], title: &str) -> Stri
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif">"#
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(out, r#"<text x="20" y="28" font-size="17" font-weight="bold">{}</text>"#, escape(title));
+    let _ = writeln!(out, r#"<text x="20" y="28" font-size="17" font-weight="bold">{}</text>"#, text(title));
     let _ = writeln!(
         out,
         r##"<text x="20" y="50" font-size="12" fill="#333">Share of keys that keep their server, per setting; green: the best; bars with a line: sampled (95% interval), without: exact.</text>"##
@@ -446,8 +431,8 @@ pub(crate) fn migrate_svg(tried: &[crate::analysis::Tried], title: &str) -> Stri
                 out,
                 r#"<text x="20" y="{:.1}" font-size="13" font-weight="bold">upstream {} → {}</text>"#,
                 y - 8.0,
-                escape(&t.upstream),
-                escape(&t.engine.to_string())
+                text(&t.upstream),
+                text(&t.engine.to_string())
             );
             previous = Some((t.upstream.as_str(), t.engine));
         }
@@ -458,7 +443,7 @@ pub(crate) fn migrate_svg(tried: &[crate::analysis::Tried], title: &str) -> Stri
             r#"<text x="{:.1}" y="{:.1}" font-size="11" text-anchor="end">{}</text>"#,
             x0 - 8.0,
             y + 10.0,
-            escape(&t.setting.to_string())
+            text(&t.setting.to_string())
         );
         let _ = writeln!(out, r#"<rect x="{x0:.1}" y="{y:.1}" width="{:.2}" height="12" fill="{fill}"/>"#, BAR * f);
         if matches!(t.comparison.method, nginx_ketama::analysis::compare::Method::Sampled { .. }) {
@@ -553,10 +538,10 @@ mod tests {
     }
 
     #[test]
-    fn pictures_name_every_server_and_escape() {
+    fn pictures_name_every_server_and_text() {
         let u = Upstream::builder(Method::Consistent).peers(["a<b>:80", "c&d:80"].map(Peer::new)).build().unwrap();
         let s = share_svg(&PickMap::new(&u), "t \"x\"");
-        assert!(s.contains("a&lt;b&gt;:80") && s.contains("c&amp;d:80") && s.contains("t &quot;x&quot;"));
+        assert!(s.contains("a&lt;b&gt;:80") && s.contains("c&amp;d:80") && s.contains(r#">t "x"</text>"#));
         let v = Upstream::builder(Method::Consistent).peers(["a<b>:80", "e:80"].map(Peer::new)).build().unwrap();
         let d = diff_svg(&PickMap::new(&u), &PickMap::new(&v), "diff");
         assert!(d.contains("moved") && d.contains(MOVED_COLOUR));
