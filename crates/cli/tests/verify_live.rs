@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nginx_ketama_harness::testkit::{provisioned_releases, release_matches, report, skip};
+use nginx_ketama_harness::testkit::{assert_sweep_clean, provisioned_releases, release_matches, report, skip};
 
 #[path = "support/common.rs"]
 mod common;
@@ -46,34 +46,6 @@ fn print_reports(title: &str, reports: &[VersionReport]) {
     report(&text);
 }
 
-fn assert_clean(reports: &[VersionReport]) {
-    for r in reports {
-        for f in &r.faults {
-            eprintln!(
-                "HARNESS FAULT nginx {} ({}) topology {:?}: {}\nreplay: {}",
-                f.version, f.backend, f.topology, f.cause, f.replay
-            );
-        }
-        assert!(r.faults.is_empty(), "nginx {}: {} harness faults", r.version, r.faults.len());
-        if let Some(f) = r.findings.first() {
-            eprintln!("repro: {}", f.replay);
-        }
-        for f in r.findings.iter().take(10) {
-            eprintln!(
-                "MISMATCH nginx {} topology {} (seed {}): key {} expected {:?}, nginx {:?}\n{}",
-                f.version,
-                f.topology,
-                f.topology_seed,
-                parity::show_key(&f.mismatch.key),
-                f.mismatch.expected,
-                f.mismatch.actual,
-                f.upstream_block
-            );
-        }
-        assert!(r.findings.is_empty(), "nginx {}: {} mismatches", r.version, r.findings.len());
-    }
-}
-
 /// The main proof: random topologies in every spelling, random keys, forged keys at both ends of every arc,
 /// empty keys, failover chains and a stream upstream, on every provisioned version, request by request.
 #[test]
@@ -92,7 +64,7 @@ fn random_topologies_match_nginx_on_every_version() -> Result<()> {
         reports.push(sweep_backend(&Build::Local(install.clone()), &options, &mut |_| {}));
     }
     print_reports("random topologies, local nginx", &reports);
-    assert_clean(&reports);
+    assert_sweep_clean(&reports);
     let versions: BTreeSet<String> = reports.iter().map(|r| r.version.clone()).collect();
     for release in provisioned_releases() {
         if !versions.iter().any(|v| release_matches(&release, v)) {
@@ -135,7 +107,7 @@ fn testcontainers_backend_matches_nginx() -> Result<()> {
     let options = SweepOptions { seed: 11, topologies: 5, keys: 1000, ..SweepOptions::default() };
     let report = sweep_backend(&backend, &options, &mut |_| {});
     print_reports("random topologies through testcontainers", std::slice::from_ref(&report));
-    assert_clean(std::slice::from_ref(&report));
+    assert_sweep_clean(std::slice::from_ref(&report));
     assert!(report.requests >= 5000 && report.topologies == 5);
     assert!(report.spellings.contains("HostnameTwoAddresses"), "a two-address name through Docker's hosts file");
     let leftovers = std::process::Command::new("docker")

@@ -73,6 +73,40 @@ pub fn newest_glibc_or_skip() -> Option<Installation> {
     }
 }
 
+/// Asserts that a sweep's reports hold no harness fault and no mismatch; before failing, prints each fault
+/// and the first ten mismatches of each build with everything needed to replay them (key, both answers,
+/// the upstream block, the replay command).
+pub fn assert_sweep_clean(reports: &[crate::proofs::sweep::VersionReport]) {
+    for r in reports {
+        for f in &r.faults {
+            eprintln!(
+                "{} nginx {} ({}) topology {:?}: {}\nreplay: {}",
+                f.kind.name(),
+                f.version,
+                f.backend,
+                f.topology,
+                f.cause,
+                f.replay
+            );
+        }
+        for f in r.findings.iter().take(10) {
+            eprintln!(
+                "MISMATCH nginx {} topology {} (seed {}): key {} expected {:?}, nginx {:?}\n{}\nreplay: {}",
+                f.version,
+                f.topology,
+                f.topology_seed,
+                crate::run::parity::show_key(&f.mismatch.key),
+                f.mismatch.expected,
+                f.mismatch.actual,
+                f.upstream_block,
+                f.replay
+            );
+        }
+        assert!(r.faults.is_empty(), "nginx {}: {} faults", r.version, r.faults.len());
+        assert!(r.findings.is_empty(), "nginx {}: {} mismatches", r.version, r.findings.len());
+    }
+}
+
 /// insta settings for the committed snapshots in `snapshots/` (no module prefix, no expression).
 pub fn snapshot_settings() -> insta::Settings {
     let mut s = insta::Settings::clone_current();
