@@ -435,6 +435,19 @@ pub(crate) struct FormatArg {
     pub(crate) format: Format,
 }
 
+/// `--samples N --seed S` (`compare`, `diff --engine`, `migrate`): the random keys a sampled figure is
+/// measured on (exact figures need none).
+#[derive(clap::Args)]
+pub(crate) struct Sample {
+    /// Sampled figures (a proxy that does not hash the key with CRC-32 on intervals): how many random keys,
+    /// the same keys for every figure of the run.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) samples: u64,
+    /// Sampled figures: the sample's seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+}
+
 /// `--svg FILE`.
 #[derive(clap::Args)]
 pub(crate) struct SvgFile {

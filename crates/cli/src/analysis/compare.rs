@@ -2,7 +2,7 @@
 //! server.
 
 use super::unit_words;
-use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile};
+use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile, Sample};
 use crate::gate::{self, Verdict};
 use crate::ingress::{BackendsFile, Endpoints};
 use crate::render::rows::{self, Cell, Column, Rows, percent};
@@ -48,12 +48,8 @@ pub(crate) struct Args {
     /// (exact where the proxy hashes the key with CRC-32 on intervals, sampled otherwise; docs/engines.md).
     #[arg(long, value_parser = parse_other, value_name = "IMPLEMENTATION")]
     against: Other,
-    /// Sampled comparisons: how many random keys.
-    #[arg(long, default_value_t = 100_000)]
-    samples: u64,
-    /// Sampled comparisons: the sample's seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    sample: Sample,
     #[command(flatten)]
     backends: BackendsFile,
     #[command(flatten)]
@@ -214,12 +210,14 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let endpoints = args.backends.read()?;
     let uniform = match (against, &endpoints) {
         (Against::Engine(engine), Some(e)) => {
-            Comparison::against_engine_listed(up, &map, engine, &e.backends, args.samples, args.seed)?
+            Comparison::against_engine_listed(up, &map, engine, &e.backends, args.sample.samples, args.sample.seed)?
         }
         (_, Some(_)) => bail!("--backends gives a proxy its servers: use it with --against ENGINE, not {against}"),
         (Against::PingoraKetama, None) => Comparison::exact(up, &map)?,
-        (Against::Engine(engine), None) => Comparison::against_engine(up, &map, engine, args.samples, args.seed)?,
-        (_, None) => Comparison::sampled(up, &map, against, args.samples, args.seed)?,
+        (Against::Engine(engine), None) => {
+            Comparison::against_engine(up, &map, engine, args.sample.samples, args.sample.seed)?
+        }
+        (_, None) => Comparison::sampled(up, &map, against, args.sample.samples, args.sample.seed)?,
     };
     let of_keys = |keys: &mut dyn Iterator<Item = Vec<u8>>| match (against, &endpoints) {
         (Against::Engine(engine), Some(e)) => Comparison::of_keys_listed(up, &map, engine, &e.backends, keys),

@@ -2,7 +2,7 @@
 //! their server under each setting tried (`nginx_ketama::analysis::migrate::settings`), and the best.
 
 use super::compare::{endpoints_line, provenance};
-use crate::args::{ConfigArgs, FormatArg, SvgFile};
+use crate::args::{ConfigArgs, FormatArg, Sample, SvgFile};
 use crate::gate::Verdict;
 use crate::ingress::BackendsFile;
 use crate::render::rows::{self, Cell, Column, Rows};
@@ -46,12 +46,8 @@ pub(crate) struct Args {
     /// its settings (docs/engines.md, "Migration report").
     #[arg(long, required = true, value_delimiter = ',', value_parser = parse_target, value_name = "ENGINE")]
     to: Vec<Vec<Engine>>,
-    /// Sampled settings: how many random keys (the same keys for every setting).
-    #[arg(long, default_value_t = 100_000)]
-    samples: u64,
-    /// Sampled settings: the sample's seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    sample: Sample,
     #[command(flatten)]
     backends: BackendsFile,
     #[command(flatten)]
@@ -153,10 +149,15 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
             let first = tried.len();
             for setting in settings(engine) {
                 let c = match &endpoints {
-                    Some(e) => {
-                        Comparison::against_engine_listed(up, &map, setting, &e.backends, args.samples, args.seed)
-                    }
-                    None => Comparison::against_engine(up, &map, setting, args.samples, args.seed),
+                    Some(e) => Comparison::against_engine_listed(
+                        up,
+                        &map,
+                        setting,
+                        &e.backends,
+                        args.sample.samples,
+                        args.sample.seed,
+                    ),
+                    None => Comparison::against_engine(up, &map, setting, args.sample.samples, args.sample.seed),
                 };
                 match c {
                     Ok(comparison) => {
@@ -201,7 +202,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                 writeln!(
                     out,
                     "sampled: {} random keys (seed {}), 95% intervals; exact: over all 2^32 CRC32 values",
-                    args.samples, args.seed
+                    args.sample.samples, args.sample.seed
                 )?;
             }
             for &e in &engines {
@@ -222,8 +223,8 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
             let doc = MigrateJson {
                 schema: SCHEMA,
                 config: args.config.path().display().to_string(),
-                samples: args.samples,
-                seed: args.seed,
+                samples: args.sample.samples,
+                seed: args.sample.seed,
                 endpoints: endpoints.as_ref().map(|e| format!("{} ({})", e.name, e.file.display())),
                 engines: engines
                     .iter()
