@@ -20,7 +20,8 @@
 //!     &LoadOptions { resolve: false, ..LoadOptions::fragment() },
 //! )?;
 //! let req = Request::builder("GET", "/a/../cart").header("Host", "Shop.Example").build();
-//! assert_eq!(dispatch(&conf, &req)?, Dispatch::Hash { upstream: "app".into(), key: b"shop.example/cart".to_vec() });
+//! let Dispatch::Hash { upstream, key, .. } = dispatch(&conf, &req)? else { panic!("not hashed") };
+//! assert_eq!((upstream.as_str(), key.as_slice()), ("app", &b"shop.example/cart"[..]));
 //! let health = Request::builder("GET", "/health").header("Host", "x").build();
 //! assert_eq!(dispatch(&conf, &health)?, Dispatch::Return { status: 204 });
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -30,7 +31,8 @@ use crate::config::Location;
 use crate::config::expression::{Expression, Part};
 use crate::config::hostnames::{self, NamePattern};
 use crate::config::sites::{Handler, LocationBlock, Match, Rewrite, Site};
-use crate::config::{Balancer, Config, Context as UpstreamContext};
+use crate::config::{Balancer, Config, Context as UpstreamContext, Retry};
+use crate::failure::RetryPolicy;
 use crate::key::{self, KeyError};
 use crate::regex::Regex;
 use crate::request::{BadRequest, Request};
@@ -40,12 +42,15 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Dispatch {
-    /// To a `hash` upstream, hashed by `key`.
+    /// To a `hash` upstream, hashed by `key`, under the retry rules of the `proxy_pass` that sends it.
     Hash {
         /// The upstream's name.
         upstream: String,
         /// The bytes nginx hashes.
         key: Vec<u8>,
+        /// The location's `proxy_next_upstream`, `_tries` and `_timeout`, as inherited (algorithm §5.1): the
+        /// same rules [`Config::proxied`] lists for that `proxy_pass`.
+        retry: RetryPolicy,
     },
     /// nginx refuses the request before any location runs.
     BadRequest(BadRequest),
@@ -239,9 +244,9 @@ fn dispatch_into(
     if let Some((status, text)) = rewrite(&location.rewrites, &mut eval)? {
         return returned(status, text, &mut eval, trace);
     }
-    let url = match &location.handler {
+    let (url, pass) = match &location.handler {
         Handler::Other => return Ok(Dispatch::NoProxy),
-        Handler::ProxyPass(url) => url,
+        Handler::ProxyPass { url, at } => (url, at),
     };
     if url.contains(&b'$') {
         return Err(DispatchError::Unmodelled(format!(
@@ -269,7 +274,14 @@ fn dispatch_into(
         }
         None => eval.evaluate(expr)?,
     };
-    Ok(Dispatch::Hash { upstream: up.name.clone(), key })
+    // Every proxy_pass to a hash upstream has its rules in `proxied` (the walk that read them also read
+    // this location); the default is only reached by a configuration built by hand.
+    let retry =
+        config.proxied.iter().find(|p| p.location == *pass).map_or_else(RetryPolicy::default, |p| match p.retry {
+            Retry::Http(policy) => policy,
+            Retry::Stream(_) => RetryPolicy::default(),
+        });
+    Ok(Dispatch::Hash { upstream: up.name.clone(), key, retry })
 }
 
 /// The built-in variables a key expression reads in `config`: its own, and through the `map` blocks and
@@ -606,6 +618,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_hashed_request_carries_its_locations_retry_rules_as_inherited() {
+        let c = conf(
+            "upstream u { hash $uri consistent; server 10.0.0.1; server 10.0.0.2; }\n\
+             proxy_next_upstream error http_502;\n\
+             server { listen 80; proxy_next_upstream_tries 3;\n\
+               location /a/ { proxy_pass http://u; }\n\
+               location /b/ { proxy_next_upstream off; location /b/c/ { proxy_pass http://u; } }\n\
+               location /d/ { proxy_next_upstream_timeout 2s; proxy_pass http://u; } }",
+        )
+        .expect("reads");
+        let retry = |t: &str| match dispatch(&c, &Request::builder("GET", t).header("Host", "x").build()).unwrap() {
+            Dispatch::Hash { retry, .. } => retry,
+            other => panic!("{t}: {other:?}"),
+        };
+        let a = retry("/a/1");
+        assert_eq!((a.next_upstream.to_string().as_str(), a.tries, a.timeout_ms), ("error http_502", 3, 0));
+        let c_ = retry("/b/c/1");
+        assert_eq!((c_.next_upstream.to_string().as_str(), c_.tries), ("off", 3), "nested: the parent's `off`");
+        let d = retry("/d/1");
+        assert_eq!((d.next_upstream.to_string().as_str(), d.tries, d.timeout_ms), ("error http_502", 3, 2000));
+        // The same rules `Config::proxied` lists for each proxy_pass.
+        let listed: Vec<_> = c.proxied.iter().map(|p| p.retry).collect();
+        assert_eq!(listed, [a, c_, d].map(Retry::Http));
+    }
+
     #[cfg(feature = "pcre2")]
     #[test]
     fn a_capture_read_before_a_map_changes_it_is_refused() {
@@ -616,7 +654,8 @@ mod tests {
         )
         .expect("reads");
         let req = |t: &str| Request::builder("GET", t).header("Host", "x").build();
-        assert_eq!(dispatch(&c, &req("/a")).unwrap(), Dispatch::Hash { upstream: "u".into(), key: b"a".to_vec() });
+        let Dispatch::Hash { upstream, key, .. } = dispatch(&c, &req("/a")).unwrap() else { panic!("not hashed") };
+        assert_eq!((upstream.as_str(), key.as_slice()), ("u", &b"a"[..]));
         assert_eq!(
             dispatch(&c, &req("/a?a=bb")).unwrap_err(),
             DispatchError::Key(KeyError::CaptureChanged(1)),

@@ -366,7 +366,7 @@ fn dispatch_matches_live_nginx() {
             bytes.extend_from_slice(b"Connection: close\r\n");
             let req = Request::from_head(&bytes, client, to, Scheme::Http).expect("a request line");
             let (want_status, want_body) = match dispatch(&config, &req).expect("modelled") {
-                Dispatch::Hash { upstream, key } => (200, [upstream.as_bytes(), b"|", &key].concat()),
+                Dispatch::Hash { upstream, key, .. } => (200, [upstream.as_bytes(), b"|", &key].concat()),
                 Dispatch::Return { status } => (status, Vec::new()),
                 Dispatch::BadRequest(bad) => (bad.status().expect("a status"), Vec::new()),
                 Dispatch::NoLocation => (404, Vec::new()),

@@ -25,8 +25,16 @@ pub enum Match {
 /// What a location does with a request once its rewrite directives have run, as far as this crate models it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handler {
-    /// `proxy_pass URL` (the URL as written).
-    ProxyPass(Vec<u8>),
+    /// `proxy_pass URL`.
+    ProxyPass {
+        /// The URL as written.
+        url: Vec<u8>,
+        /// Where the directive is written: the key to its retry rules in [`Config::proxied`]
+        /// (`crate::config::Proxied::location`).
+        ///
+        /// [`Config::proxied`]: crate::config::Config::proxied
+        at: Location,
+    },
     /// Not `proxy_pass`: files, another module's content handler.
     Other,
 }
@@ -299,7 +307,7 @@ impl Builder {
                 if let (Some(l), Some(url)) = (self.locations.last_mut(), rest.first())
                     && l.handler == Handler::Other
                 {
-                    l.handler = Handler::ProxyPass(url.clone());
+                    l.handler = Handler::ProxyPass { url: url.clone(), at: at.clone() };
                 }
             }
             _ => {}

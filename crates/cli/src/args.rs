@@ -14,7 +14,7 @@ use crate::render::Format;
 use crate::traffic::{self, Traffic};
 use anyhow::{Result, bail};
 use clap::builder::TypedValueParser as _;
-use nginx_ketama::config::{Config, Input, LoadOptions};
+use nginx_ketama::config::{Balancer, Config, Input, LoadOptions};
 use nginx_ketama::failure::{ClientRequest, Reply, RequestMethod, RetryPolicy};
 use nginx_ketama::version::MODELLED;
 use nginx_ketama::{Libc, NginxVersion, Peer, Upstream};
@@ -246,13 +246,14 @@ pub(crate) struct FailArgs {
     /// keepalive connection found closed). Repeatable; `--failed SERVER` is `--fail SERVER=refused`.
     #[arg(long = "fail", value_name = "SERVER=KIND", value_parser = parse_fail)]
     fail: Vec<(String, Reply)>,
-    /// The request's method: POST, LOCK and PATCH are not retried once sent unless `non_idempotent` is
-    /// listed in proxy_next_upstream.
-    #[arg(long, value_name = "METHOD", default_value = "GET")]
-    method: String,
+    /// The request's method (default GET): POST, LOCK and PATCH are not retried once sent unless
+    /// `non_idempotent` is listed in proxy_next_upstream. With --requests or --log each request has its own.
+    #[arg(long, value_name = "METHOD")]
+    method: Option<String>,
     /// Follow the retry rules (`*_next_upstream`, `_tries`, `_timeout`, as inherited) of the place whose
     /// `proxy_pass` (or `*_pass`) to the upstream is at LINE of --config, or FILE:LINE in an included
-    /// file. Without it: nginx's defaults (`proxy_next_upstream error timeout`, no limits).
+    /// file. Without it: nginx's defaults (`proxy_next_upstream error timeout`, no limits). With --requests
+    /// or --log each request follows the rules of the location nginx chooses for it.
     #[arg(long, value_name = "[FILE:]LINE")]
     location: Option<String>,
 }
@@ -307,10 +308,45 @@ impl Failures<'_> {
 impl FailArgs {
     /// Whether any of the flags is given (the output then carries statuses).
     pub(crate) fn given(&self) -> bool {
-        !self.fail.is_empty() || self.method != "GET" || self.location.is_some()
+        !self.fail.is_empty() || self.method.is_some() || self.location.is_some()
     }
 
-    /// The failures, method and policy for `loaded`; a server or location that names nothing is an error.
+    /// The failures for requests (`--requests`, `--log`): each request brings its method and is sent under
+    /// the retry rules of the location nginx chooses for it, so `--method` and `--location` are refused; each
+    /// `--fail` and `--failed` server must name a peer of some hash upstream of `config`.
+    pub(crate) fn for_requests<'a>(&'a self, config: &Config, refused: &'a Failed) -> Result<Failures<'a>> {
+        if let Some(m) = &self.method {
+            bail!(
+                "--method {m:?} applies to keys from stdin: with --requests or --log each request has its own method"
+            );
+        }
+        if let Some(l) = &self.location {
+            bail!(
+                "--location {l:?} applies to keys from stdin: with --requests or --log each request follows the \
+                 retry rules of the location nginx chooses for it"
+            );
+        }
+        let upstreams: Vec<&Upstream> = config
+            .upstreams
+            .iter()
+            .filter_map(|u| match &u.balancer {
+                Balancer::Hash { upstream, .. } => Some(&**upstream),
+                _ => None,
+            })
+            .collect();
+        let every = |f: &str| upstreams.iter().any(|u| peers(u).any(|p| names(f, p)));
+        let named = self.fail.iter().map(|(f, _)| ("--fail", f)).chain(refused.failed.iter().map(|f| ("--failed", f)));
+        for (flag, f) in named {
+            if !every(f) {
+                bail!(
+                    "{flag} {f:?} matches no server string or peer address of any hash upstream of the configuration"
+                );
+            }
+        }
+        Ok(Failures { fail: &self.fail, refused, policy: RetryPolicy::default(), client: ClientRequest::default() })
+    }
+
+    /// The failures, method and policy for keys from stdin to `loaded`; a server or location that names nothing is an error.
     pub(crate) fn resolve<'a>(&'a self, loaded: &Loaded, refused: &'a Failed) -> Result<Failures<'a>> {
         let upstream = &loaded.upstream;
         for (f, _) in &self.fail {
@@ -352,7 +388,7 @@ impl FailArgs {
                 }
             }
         };
-        let method: RequestMethod = self.method.parse().unwrap_or_default();
+        let method: RequestMethod = self.method.as_deref().unwrap_or("GET").parse().unwrap_or_default();
         Ok(Failures { fail: &self.fail, refused, policy, client: ClientRequest { method, ..ClientRequest::default() } })
     }
 }

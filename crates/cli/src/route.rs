@@ -8,6 +8,7 @@ use crate::schema::{self, Schema};
 use crate::traffic::Traffic;
 use anyhow::Result;
 use nginx_ketama::Worker;
+use nginx_ketama::failure::ClientRequest;
 use std::borrow::Cow;
 use std::io::{BufWriter, Write};
 
@@ -79,9 +80,6 @@ pub(crate) fn upstream_statuses(outcome: &nginx_ketama::Outcome) -> Vec<u16> {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     if args.traffic.given() {
-        if args.failures.given() {
-            anyhow::bail!("--fail, --method and --location apply to keys from stdin, not yet to --requests or --log");
-        }
         return requests(args);
     }
     let loaded = args.config.load()?;
@@ -129,11 +127,16 @@ struct RequestLine<'a> {
 #[derive(serde::Serialize)]
 #[serde(tag = "goes", rename_all = "kebab-case")]
 enum Goes<'a> {
-    /// To a hash upstream: its pick.
+    /// To a hash upstream: its pick, and with --fail or --failed what the client gets and each attempt's
+    /// `$upstream_status`, under the retry rules of the request's location.
     Hash {
         upstream: &'a str,
         #[serde(flatten)]
         picked: Picked<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        upstream_status: Option<Vec<u16>>,
     },
     /// Answered by nginx itself (`return`, a 400, no location): the status.
     Answered { status: u16, why: String },
@@ -147,6 +150,9 @@ fn requests(args: &Args) -> Result<()> {
     use nginx_ketama::dispatch::{Dispatch, Dispatcher};
     let config = args.config.load_config()?;
     let dispatcher = Dispatcher::new(&config);
+    let failures = args.failures.for_requests(&config, &args.failed)?;
+    // Statuses as for keys: with --fail, --method or --location (here only --fail can be given).
+    let statuses = args.failures.given();
     let mut input = args.traffic.open(&config)?;
     let mut workers: Vec<(String, Worker<'_>)> = Vec::new();
     let mut out = BufWriter::new(crate::stdout::stdout());
@@ -169,10 +175,9 @@ fn requests(args: &Args) -> Result<()> {
         // The key outlives the match: the line borrows it.
         let key: Vec<u8>;
         let goes = match dispatcher.dispatch(&request) {
-            Ok(Dispatch::Hash { upstream, key: k }) => {
+            Ok(Dispatch::Hash { upstream, key: k, retry }) => {
                 key = k;
                 let up = config.hash_upstream(Some(&upstream))?.upstream;
-                let fails = args.failed.in_upstream(up)?;
                 let i = match workers.iter().position(|(n, _)| *n == upstream) {
                     Some(i) => i,
                     None => {
@@ -180,8 +185,17 @@ fn requests(args: &Args) -> Result<()> {
                         workers.len() - 1
                     }
                 };
-                let outcome = workers[i].1.request(&key, NOW, fails);
-                Goes::Hash { upstream: up.name(), picked: Picked::new(&key, up, &outcome) }
+                // The request's own method; its body as nginx's default `proxy_request_buffering on` leaves it.
+                // (The request was parsed to be dispatched, so its line starts with the method.)
+                let method = request.line().split(|&c| c == b' ').next().unwrap_or_default();
+                let method = std::str::from_utf8(method).unwrap_or("").parse().unwrap_or_default();
+                let client = ClientRequest { method, ..ClientRequest::default() };
+                let outcome = workers[i].1.request_with(&key, NOW, &retry, &client, |p| failures.reply(p));
+                let (status, upstream_status) = match statuses {
+                    true => (Some(outcome.client_status), Some(upstream_statuses(&outcome))),
+                    false => (None, None),
+                };
+                Goes::Hash { upstream: up.name(), picked: Picked::new(&key, up, &outcome), status, upstream_status }
             }
             Ok(Dispatch::Return { status }) => Goes::Answered { status, why: "return".into() },
             Ok(Dispatch::BadRequest(b)) => Goes::Answered { status: b.status().unwrap_or(400), why: b.to_string() },

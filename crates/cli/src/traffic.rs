@@ -286,7 +286,7 @@ pub(crate) fn keys<T>(
             let mut keys = Vec::with_capacity(sides.len());
             for (dispatcher, (_, upstream)) in dispatchers.iter().zip(sides) {
                 match dispatcher.dispatch(&request) {
-                    Ok(Dispatch::Hash { upstream: u, key }) if u.eq_ignore_ascii_case(upstream) => keys.push(key),
+                    Ok(Dispatch::Hash { upstream: u, key, .. }) if u.eq_ignore_ascii_case(upstream) => keys.push(key),
                     _ => break,
                 }
             }

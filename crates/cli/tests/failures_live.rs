@@ -270,3 +270,98 @@ fn route_with_failure_kinds_agrees_with_nginx() -> Result<()> {
     }
     Ok(())
 }
+
+/// `route --requests … --fail …` against nginx: the same scenario, its requests written as `--requests`
+/// lines (GET and POST mixed, the `X-Key` header the front hashes), sent once to one fresh nginx. No
+/// `--location` or `--method`: each request's location (the front's) gives the retry rules, as the config
+/// reader read them, and each line its method; peer state carries across the run as in nginx's worker.
+#[test]
+fn route_requests_with_failure_kinds_agrees_with_nginx() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    let backend = Build::Local(installs.last().expect("non-empty").clone());
+    let (topology, failures) = scenario();
+    let mut fail_args: Vec<String> = failures
+        .answers
+        .iter()
+        .map(|(server, answer)| match answer {
+            Answer::Status(s) => format!("{server}={s}"),
+            Answer::Stall => format!("{server}=timeout"),
+            Answer::InvalidHeader => format!("{server}=invalid-header"),
+        })
+        .collect();
+    fail_args.extend(topology.lines.iter().filter(|l| l.dead).map(|l| format!("{}=refused", l.server)));
+    let plan = Plan {
+        requests: (0..200)
+            .map(|i| PlannedRequest {
+                key: format!("req-{i}").into_bytes(),
+                kind: KeyKind::Random,
+                method: HttpMethod::Get,
+            })
+            .collect(),
+        arcs: 0,
+    };
+    let plan = parity::with_posts(plan, 5, 40);
+    let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
+    let conf = session.prefix().expect("a local nginx has a prefix").join("nginx.conf");
+    let text = std::fs::read_to_string(&conf)?;
+    // The address the front listens on: the `listen` of the server block holding its proxy_pass.
+    let lines: Vec<&str> = text.lines().collect();
+    let pass = lines.iter().position(|l| l.contains("proxy_pass http://parity;")).expect("the front's proxy_pass");
+    let listen = lines[..pass]
+        .iter()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix("listen ")?.strip_suffix(';'))
+        .expect("the front's listen");
+    let responses = session.send_plan(&plan, &mut |_| {})?;
+    let mut jsonl = String::new();
+    for r in &plan.requests {
+        let key = String::from_utf8(r.key.clone())?;
+        let (method, extra) = match r.method {
+            HttpMethod::Post => ("POST", r#", ["Content-Length", "0"]"#),
+            HttpMethod::Get => ("GET", ""),
+        };
+        jsonl.push_str(&format!(
+            r#"{{"method": "{method}", "target": "/", "server": "{listen}", "headers": [["Host", "parity"]{extra}, ["X-Key", "{key}"]]}}"#
+        ));
+        jsonl.push('\n');
+    }
+    let dir = tempfile::tempdir()?;
+    let requests = dir.path().join("requests.jsonl");
+    std::fs::write(&requests, jsonl)?;
+    let mut cmd = std::process::Command::new(CLI);
+    cmd.args(["route", "--no-resolve", "--config"]).arg(&conf).arg("--requests").arg(&requests);
+    cmd.args(["--nginx-version", &backend.version().to_string()]);
+    for f in &fail_args {
+        cmd.args(["--fail", f]);
+    }
+    let out = cmd.output()?;
+    assert!(out.status.success(), "route failed: {}", String::from_utf8_lossy(&out.stderr));
+    let routed: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout)?.lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    assert_eq!(routed.len(), responses.len());
+    let (mut retried, mut posts_stopped) = (0, 0);
+    for ((request, resp), r) in plan.requests.iter().zip(&responses).zip(&routed) {
+        let what = format!("{:?} key {}: {r}", request.method, String::from_utf8_lossy(&request.key));
+        assert_eq!(r["goes"], "hash", "{what}");
+        let attempts: Vec<&str> = r["attempts"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+        let statuses: Vec<String> = r["upstream_status"].as_array().unwrap().iter().map(|s| s.to_string()).collect();
+        let mut addr = attempts.join(", ");
+        if statuses.len() > attempts.len() {
+            addr = if addr.is_empty() { "parity".into() } else { format!("{addr}, parity") };
+        }
+        assert_eq!(Some(addr.as_str()), resp.upstream_addr.as_deref(), "{what}");
+        assert_eq!(Some(statuses.join(", ")), resp.upstream_status, "{what}");
+        assert_eq!(r["status"].as_u64(), Some(u64::from(resp.status)), "{what}");
+        retried += usize::from(attempts.len() > 1);
+        posts_stopped +=
+            usize::from(request.method == HttpMethod::Post && attempts.len() == 1 && r["status"].as_u64() != Some(200));
+    }
+    assert!(retried > 0 && posts_stopped > 0, "retried {retried}, POSTs not retried {posts_stopped}");
+    report(&format!(
+        "route --requests --fail on nginx {}: {} requests (GET and POST) as nginx routed them under their \
+         location's rules ({retried} retried, {posts_stopped} POSTs not retried)",
+        backend.version(),
+        plan.requests.len()
+    ));
+    Ok(())
+}

@@ -94,3 +94,49 @@ fn explain_request_shows_where_it_goes_and_how_its_key_is_built() {
     let json = run(&["explain", "--config", c, "--request", "GET /", "--format", "json"], b"");
     assert_eq!(json.status.code(), Some(2));
 }
+
+/// `--fail` with `--requests`: each request follows its own location's retry rules and its own method;
+/// `--method` and `--location` (which pick them for keys from stdin) are refused, and a server no hash
+/// upstream has is an error. (That the answers are nginx's is proven live by `failures_live`.)
+#[test]
+fn failures_follow_each_requests_location_and_method() {
+    let conf = TempFile::new(
+        "nginx.conf",
+        "events {}\nhttp {\n  upstream app { hash $request_uri consistent; server 10.0.0.1:80; server 10.0.0.2:80; }\n  \
+         server { listen 8080;\n    location / { proxy_pass http://app; }\n    \
+         location /api/ { proxy_pass http://app; proxy_next_upstream error http_502; } }\n}\n",
+    );
+    let requests = TempFile::new(
+        "requests.jsonl",
+        "{\"target\": \"/x\", \"headers\": [[\"Host\", \"a\"]]}\n\
+         {\"target\": \"/api/x\", \"headers\": [[\"Host\", \"a\"]]}\n\
+         {\"target\": \"/api/x\", \"method\": \"POST\", \"headers\": [[\"Host\", \"a\"]]}\n",
+    );
+    let (c, r) = (conf.to_str().unwrap(), requests.to_str().unwrap());
+    let both = ["--fail", "10.0.0.1:80=502", "--fail", "10.0.0.2:80=502"];
+    let out = run(&[&["route", "--no-resolve", "--config", c, "--requests", r][..], &both].concat(), b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = stdout_lines(&out);
+    let attempts = |i: usize| got[i]["attempts"].as_array().unwrap().len();
+    // `location /`: the default `error timeout` passes the 502 on; `/api/` retries it (GET), not a POST.
+    assert_eq!((attempts(0), got[0]["status"].as_u64()), (1, Some(502)));
+    assert_eq!((attempts(1), got[1]["upstream_status"].to_string().as_str()), (2, "[502,502]"));
+    assert_eq!((attempts(2), got[2]["status"].as_u64()), (1, Some(502)));
+    // Without failure flags, no status fields.
+    let plain = run(&["route", "--no-resolve", "--config", c, "--requests", r], b"");
+    assert!(stdout_lines(&plain).iter().all(|l| l.get("status").is_none()));
+    for (flags, want) in [
+        (&["--method", "POST"][..], "--method \"POST\" applies to keys from stdin"),
+        (&["--location", "5"][..], "--location \"5\" applies to keys from stdin"),
+        (
+            &["--fail", "10.9.9.9:80=502"][..],
+            "--fail \"10.9.9.9:80\" matches no server string or peer address of any hash upstream",
+        ),
+        (&["--failed", "10.9.9.9:80"][..], "--failed \"10.9.9.9:80\" matches no server string"),
+    ] {
+        let out = run(&[&["route", "--no-resolve", "--config", c, "--requests", r][..], flags].concat(), b"");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{flags:?}: {err}");
+    }
+}

@@ -308,7 +308,7 @@ fn explain_request(args: &Args, line: &str) -> Result<()> {
         writeln!(out, "location at {at}")?;
     }
     let (upstream, key) = match dispatched {
-        Dispatch::Hash { upstream, key } => (upstream, key),
+        Dispatch::Hash { upstream, key, .. } => (upstream, key),
         other => {
             writeln!(out, "goes: {}", goes(&other))?;
             out.flush()?;
