@@ -327,15 +327,44 @@ impl<'u> Worker<'u> {
         now: u64,
         policy: &RetryPolicy,
         client: &ClientRequest,
+        reply: impl FnMut(&Peer) -> A,
+    ) -> Outcome {
+        self.request_with_clocked(key, || now, policy, client, reply)
+    }
+
+    /// [`Worker::request_with`] with a clock that may move during the request, read where nginx reads its
+    /// cached clock, as in [`Worker::request_with_clock`]. The live proof judges nginx's answers with it
+    /// when a request spans a second boundary.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::failure::{ClientRequest, Reply, RetryPolicy};
+    /// use nginx_ketama::{Method, Peer, Upstream, Worker};
+    ///
+    /// let up = Upstream::builder(Method::Consistent).peers(["127.0.0.1:1", "127.0.0.1:2"].map(Peer::new)).build()?;
+    /// let (policy, client) = (RetryPolicy::default(), ClientRequest::default());
+    /// let mut t = 0;
+    /// let out = Worker::new(&up).request_with_clocked(b"k", || { t += 1; t }, &policy, &client, |_| Reply::Refused);
+    /// assert_eq!((out.attempts.len(), out.client_status), (2, 502));
+    /// # Ok::<(), nginx_ketama::UpstreamError>(())
+    /// ```
+    pub fn request_with_clocked<A: Into<Attempt>>(
+        &mut self,
+        key: &[u8],
+        mut clock: impl FnMut() -> u64,
+        policy: &RetryPolicy,
+        client: &ClientRequest,
         mut reply: impl FnMut(&Peer) -> A,
     ) -> Outcome {
         let mut elapsed = 0u64;
-        let judge = |peer: &Peer, left: u32| {
+        let mut judge = |peer: &Peer, left: u32| {
             let attempt: Attempt = reply(peer).into();
             elapsed = elapsed.saturating_add(attempt.ms);
             failure::decide(attempt.reply, policy, client, left, elapsed)
         };
-        self.request_judged(key, now, policy, judge)
+        let budget = policy.budget(self.peer_budget());
+        self.run(key, &mut clock, budget, &mut judge, None)
     }
 
     /// [`Worker::request_with`], recording every step nginx takes in `trace` (appended), as

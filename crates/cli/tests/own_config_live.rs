@@ -71,6 +71,28 @@ fn the_example_config_is_proven_on_every_build() {
     }
     let app_failovers: usize = rows.iter().filter(|w| w[1] == "app").map(|w| w[9].parse::<usize>().unwrap()).sum();
     assert!(app_failovers > 0, "failure runs retried: {stdout}");
+    // The second failure run has failure kinds, under the rules of `location /` for app and nginx's
+    // defaults for the others (no status listed: nothing but errors is retried there).
+    let kinds: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  ") && l.contains(" run, ")).collect();
+    let builds = installs.iter().map(|i| i.label()).collect::<Vec<_>>().join(", ");
+    for l in &kinds {
+        // The runs are seeded: every build met the same.
+        assert!(l.ends_with(&format!(" [nginx {builds}]")), "{l}");
+    }
+    assert_eq!(kinds.len(), 4, "a failure-kinds line per upstream: {stdout}");
+    for l in &kinds {
+        if l.starts_with("  app: ") {
+            assert!(
+                l.contains("under proxy_next_upstream error timeout http_502 http_503; proxy_next_upstream_tries 3 (")
+                    && l.contains("nginx.conf:53)"),
+                "{l}"
+            );
+        } else {
+            assert!(l.contains("under proxy_next_upstream error timeout; proxy_next_upstream_tries 0 ("), "{l}");
+        }
+    }
+    let met = |kind: &str| kinds.iter().filter(|l| l.contains(kind)).count();
+    assert!(met("refused") > 0 && met("http_") > 0, "failure kinds met: {stdout}");
     report(&format!("verify --config on the example config:\n{stdout}"));
 }
 
@@ -96,7 +118,14 @@ fn the_addresses_exist_only_inside_the_namespace() {
         assert!(!before.contains(a) && !host_lo().contains(a), "{a} is on the machine's own lo");
     }
     assert!(plan.on_lo.contains(&"10.0.0.7".parse().unwrap()) && plan.on_lo.contains(&"2001:db8::7".parse().unwrap()));
-    let options = ProveOptions { seed: 1, keys: 100, prove_ring: true, failure_runs: 1, failure_pause: None };
+    let options = ProveOptions {
+        seed: 1,
+        keys: 100,
+        prove_ring: true,
+        failure_runs: 1,
+        failure_pause: None,
+        failure_kinds: true,
+    };
     let r = prover.prove(newest, &choice.prove[0], &options, "replay", &mut |_| {});
     assert!(r.fault.is_none(), "{:?}", r.fault);
     assert!(r.findings.is_empty() && r.arcs_proven > 0 && r.requests > 0, "{r:?}");
@@ -298,6 +327,82 @@ fn short_window_topology(n: usize, fail_timeout: u64) -> nginx_ketama_harness::s
     Topology { seed: 3, method: nginx_ketama::Method::Consistent, lines, hosts: Vec::new() }
 }
 
+/// Issue 20 point 4 for `verify --config`: failure kinds (listed and unlisted statuses, an invalid header,
+/// refused connections) under a location's rules, GET and POST, judged through nginx's clock: servers
+/// failed in the first half come back after their 1 s `fail_timeout` in the second. The clocked failure
+/// model finds no mismatch; the same answers judged under nginx's default rules, as refusals only, or on a
+/// fixed clock each give mismatches (each rule the proof relies on, changed, is caught).
+#[test]
+fn failure_kinds_follow_the_locations_rules_through_nginx_clock() {
+    use nginx_ketama::failure::{Condition, NextUpstream, RetryPolicy};
+    use nginx_ketama_harness::run::clock::ClockedModel;
+    use nginx_ketama_harness::run::parity::{self, FailureModel, PlanOptions};
+    use nginx_ketama_harness::site::failures::{Answer, Failures};
+    let Some(installs) = installs() else { return };
+    let newest = installs.last().expect("a build");
+    let t = short_window_topology(9, 1);
+    let up = t.upstream(newest.version, newest.libc).unwrap();
+    let answers = [
+        (1, Answer::Status(502)),
+        (2, Answer::Status(503)),
+        (4, Answer::Status(404)),
+        (5, Answer::InvalidHeader),
+        (7, Answer::Status(500)),
+    ]
+    .into_iter()
+    .map(|(i, a)| (t.lines[i - 1].server.clone(), a))
+    .collect();
+    let listed = [Condition::Http502, Condition::Http503, Condition::Http404];
+    let policy = RetryPolicy {
+        next_upstream: listed.into_iter().fold(NextUpstream::default(), NextUpstream::with),
+        tries: 3,
+        timeout_ms: 0,
+    };
+    let failures = Failures { answers, policy, post_percent: 30 };
+    let prefix = nginx_ketama_harness::nginx::local::fresh_prefix().unwrap();
+    let site = parity::http_site_failing(&t, false, Some(&failures));
+    let nginx = nginx_ketama_harness::nginx::local::LocalNginx::start(newest, &site, prefix).unwrap();
+    let plan = parity::plan(&up, 6, &PlanOptions { random_keys: 400, empty_keys: 8, prove_ring: false });
+    let plan = parity::with_posts(plan, 6, failures.post_percent);
+    let requests: Vec<_> = plan.requests.iter().map(|r| (r.method, r.key.as_slice())).collect();
+    let (first, second) = requests.split_at(requests.len() / 2);
+    let send = |r: &[(_, &[u8])]| {
+        nginx_ketama_harness::run::client::pipeline_methods(nginx.net(), nginx.http_front(), r, &mut |_| {}).unwrap()
+    };
+    let mut responses = send(first);
+    std::thread::sleep(std::time::Duration::from_millis(2300));
+    responses.extend(send(second));
+    drop(nginx);
+    let judge = |f: &Failures| {
+        parity::compare_clocked(&plan, &responses, &mut ClockedModel::failing(&up, &t, f), Default::default())
+    };
+    let run = judge(&failures);
+    let not_compared: usize = run.not_comparable.iter().map(|(_, n)| n).sum();
+    assert!(run.mismatches.is_empty(), "{:?}", run.mismatches.first());
+    assert!(not_compared * 20 < responses.len(), "{not_compared} not comparable");
+    let statuses: std::collections::BTreeSet<&str> =
+        responses.iter().filter_map(|r| r.upstream_status.as_deref()).flat_map(|s| s.split(", ")).collect();
+    for s in ["200", "404", "500", "502", "503"] {
+        assert!(statuses.contains(s), "an attempt answered {s}: {statuses:?}");
+    }
+    let defaults = judge(&Failures { policy: RetryPolicy::default(), ..failures.clone() });
+    assert!(!defaults.mismatches.is_empty(), "nginx's default rules in place of the location's must be caught");
+    let refusals = parity::compare_clocked(&plan, &responses, &mut ClockedModel::new(&up, &t), Default::default());
+    assert!(!refusals.mismatches.is_empty(), "a refusals-only model must be caught");
+    let fixed = parity::compare(&plan, &responses, &mut FailureModel::new(&up, &t, &failures), Default::default());
+    assert!(!fixed.mismatches.is_empty(), "a fixed clock must get the second half wrong");
+    report(&format!(
+        "verify --config failure kinds through nginx {}'s clock: {} requests ({} failovers), 0 mismatches \
+         ({not_compared} not comparable); nginx's default rules {}, refusals only {}, a fixed clock {} mismatches",
+        newest.label(),
+        run.requests,
+        run.failovers,
+        defaults.mismatches.len(),
+        refusals.mismatches.len(),
+        fixed.mismatches.len()
+    ));
+}
+
 /// Issue 18, item 3: a failure run that outlasts `fail_timeout` (1 s and 0 s here, the keys sent in two
 /// halves with a pause between) sees nginx retry the servers it failed in the first half. The model that
 /// follows nginx's clock finds no mismatch; the old model (one fixed clock for the whole run) calls those
@@ -369,6 +474,7 @@ fn a_config_proof_follows_nginx_clock() {
         prove_ring: false,
         failure_runs: 1,
         failure_pause: Some(std::time::Duration::from_millis(2300)),
+        failure_kinds: false,
     };
     let r = prover.prove(newest, &choice.prove[0], &options, "replay", &mut |_| {});
     assert!(r.fault.is_none(), "{:?}", r.fault);

@@ -236,6 +236,7 @@ impl<'a> Prepared<'a> {
             print!("{}", table(reports));
         }
         print_address_order(reports);
+        print_failure_kinds(reports);
         for r in reports {
             if let Some(f) = &r.fault {
                 println!("harness fault: nginx {}, upstream {}:", r.build, r.upstream);
@@ -323,6 +324,37 @@ fn print_address_order(reports: &[UpstreamReport]) {
     if !order.is_empty() {
         let order: Vec<String> = order.into_iter().map(|(_, o)| o).collect();
         println!("nginx's address order, asked from nginx: {}", order.join("; "));
+    }
+}
+
+/// What the failure-kind runs met, per upstream and build (builds that met the same are named together),
+/// and the rules they ran under.
+fn print_failure_kinds(reports: &[UpstreamReport]) {
+    let mut lines: Vec<(String, Vec<&str>)> = Vec::new();
+    for r in reports.iter().filter(|r| r.failure_kinds.runs > 0) {
+        let k = &r.failure_kinds;
+        let met: Vec<String> = k.met.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
+        let line = format!(
+            "{}: {} run{}, {} requests ({} POST): {}; under {}",
+            r.upstream,
+            k.runs,
+            if k.runs == 1 { "" } else { "s" },
+            k.requests,
+            k.posts,
+            if met.is_empty() { "none met".to_string() } else { met.join(", ") },
+            k.rules
+        );
+        match lines.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, builds)) => builds.push(&r.build),
+            None => lines.push((line, vec![&r.build])),
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    println!("failure kinds (requests that met each, in the runs with failure kinds):");
+    for (line, builds) in lines {
+        println!("  {line} [nginx {}]", builds.join(", "));
     }
 }
 
@@ -706,7 +738,14 @@ mod tests {
     fn long_runs_are_estimated_up_front() {
         let heavy: String = (0..200).map(|i| format!("server 10.1.{i}.1:8080 weight=100;\n")).collect();
         let heavy = upstream(&format!("upstream w100 {{ hash $uri consistent;\n{heavy}}}"));
-        let options = ProveOptions { seed: 1, keys: 3000, prove_ring: true, failure_runs: 4, failure_pause: None };
+        let options = ProveOptions {
+            seed: 1,
+            keys: 3000,
+            prove_ring: true,
+            failure_runs: 4,
+            failure_pause: None,
+            failure_kinds: true,
+        };
         let per_run = own_config::requests_per_run(&heavy, &options);
         assert_eq!(per_run, 3000 + 60 + 2 * 160 * 200 * 100 + 2);
         let i = install();

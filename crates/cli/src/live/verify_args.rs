@@ -65,7 +65,8 @@ pub(crate) struct VerifyArgs {
     pub no_ring_proof: bool,
     /// Run every topology with refused connections only: no failure kinds (by default every other
     /// topology's live servers also answer 5xx/403/404/429, stall or send an invalid header, under a random
-    /// `proxy_next_upstream` policy and tries limit, with GET and POST requests).
+    /// `proxy_next_upstream` policy and tries limit, with GET and POST requests; with --config, every
+    /// second failure run, under the retry rules of the location that proxies to the upstream).
     #[arg(long)]
     pub no_failure_kinds: bool,
     /// Stream sessions per version (local builds; 0 to skip).
@@ -115,7 +116,7 @@ pub(crate) struct VerifyArgs {
     #[arg(long, value_name = "NAME", requires = "config")]
     pub upstream: Vec<String>,
     /// With --config: runs per upstream in which a random set of servers refuses connections (after the
-    /// run with every server live).
+    /// run with every server live); every second one also has failure kinds (see --no-failure-kinds).
     #[arg(long, default_value_t = 4, requires = "config")]
     pub failure_runs: usize,
 }
@@ -176,6 +177,7 @@ impl VerifyArgs {
             prove_ring: !self.no_ring_proof,
             failure_runs: self.failure_runs,
             failure_pause: None,
+            failure_kinds: !self.no_failure_kinds,
         }
     }
 

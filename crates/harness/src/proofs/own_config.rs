@@ -14,7 +14,10 @@
 //!   the mount namespace, the ephemeral port range holds no port of the config, and the front server uses
 //!   an address the config does not.
 //! * [`Prover`] runs each upstream on each nginx build: all servers live with forged keys at both ends of
-//!   every arc plus random keys, then runs in which a random set of servers refuses connections.
+//!   every arc plus random keys, then runs in which a random set of servers refuses connections; with
+//!   failure kinds, every second of those runs also has servers that answer 5xx/403/404/429, send an
+//!   invalid header (or stall, where `fail_timeout` is an hour), under the retry rules of the location that
+//!   proxies to the upstream ([`PassRules`]) and with GET and POST requests.
 //!
 //! Without namespaces (not root) only upstreams whose every server is a loopback literal on a port outside
 //! the machine's ephemeral range can be run (on the shared loopback); the others are skipped with the
@@ -31,14 +34,16 @@ use crate::nginx::scratch::ScratchDir;
 use crate::proofs::replay::{self, Replay};
 use crate::proofs::sweep::{Finding, topology_seed};
 use crate::proofs::verdict::Tally;
-use crate::run::client::pipeline;
+use crate::run::client::{Method as HttpMethod, pipeline_methods};
 use crate::run::clock::{ClockedModel, Unclocked};
-use crate::run::parity::{self, PlanOptions, compare_clocked, http_site, resolve_through_nginx};
+use crate::run::parity::{self, PlanOptions, compare_clocked, http_site_failing, resolve_through_nginx};
 use crate::site::conf::HTTP_KEY;
+use crate::site::failures::Failures;
 use crate::site::topology::{Endpoint, Listen, Resolution, ServerLine, Spelling, Topology};
 use anyhow::{Context as _, Result, bail};
 use nginx_ketama::Libc;
-use nginx_ketama::config::{Balancer, Config, ConfigError, Context, Input, LoadOptions};
+use nginx_ketama::config::{Balancer, Config, ConfigError, Context, Input, LoadOptions, Retry};
+use nginx_ketama::failure::RetryPolicy;
 use nginx_ketama::server::Address;
 use nginx_ketama::upstream::{Method, Upstream, default_name};
 use nginx_ketama::version::NginxVersion;
@@ -73,6 +78,26 @@ pub struct ConfigUpstream {
     pub topology: Topology,
     /// Where each line of `topology` is written (`file:line`), in the same order.
     pub locations: Vec<String>,
+    /// The retry rules the failure-kind runs follow; `None` when no `*_pass` of the config names the
+    /// upstream (nginx's defaults then).
+    pub rules: Option<PassRules>,
+}
+
+/// The retry rules of the first `*_pass` that names an upstream (the front of a failure-kind run follows
+/// them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassRules {
+    /// `*_next_upstream`, `_tries` and `_timeout` as inherited there.
+    pub policy: RetryPolicy,
+    /// Where the `*_pass` is (`file:line`).
+    pub at: String,
+}
+
+impl ConfigUpstream {
+    /// The policy of its failure-kind runs.
+    pub fn policy(&self) -> RetryPolicy {
+        self.rules.as_ref().map_or_else(RetryPolicy::default, |r| r.policy)
+    }
 }
 
 /// An upstream the proof leaves out, and why.
@@ -160,6 +185,12 @@ pub fn choose(config: &Config, names: &[String], seed: u64) -> Result<Choice> {
                 key: key.clone(),
                 topology: Topology::from_config(upstream, topology_seed(seed, index)),
                 locations: u.servers.iter().map(ToString::to_string).collect(),
+                rules: config.proxied.iter().find_map(|p| match &p.retry {
+                    Retry::Http(policy) if p.upstream.eq_ignore_ascii_case(&u.name) => {
+                        Some(PassRules { policy: *policy, at: p.location.to_string() })
+                    }
+                    _ => None,
+                }),
             }),
         }
     }
@@ -289,6 +320,15 @@ pub struct ProveOptions {
     /// Send each failure run's keys in two halves with this pause between, so that servers failed in the
     /// first half come back (`fail_timeout`) in the second; `None`: all at once.
     pub failure_pause: Option<std::time::Duration>,
+    /// Every second failure run has failure kinds ([`Failures::random_under`] the upstream's rules).
+    pub failure_kinds: bool,
+}
+
+impl ProveOptions {
+    /// Whether run `run` (0: all live) has failure kinds.
+    pub fn has_failure_kinds(&self, run: usize) -> bool {
+        self.failure_kinds && run > 0 && run.is_multiple_of(2)
+    }
 }
 
 /// One upstream on one nginx build.
@@ -314,6 +354,9 @@ pub struct UpstreamReport {
     pub runs: usize,
     /// Requests that went through at least one retry.
     pub failovers: usize,
+    /// Runs with failure kinds, and the requests that met each kind in them (`refused`, `http_502`, …),
+    /// and the rules they ran under ([`FailureKinds::rules`]).
+    pub failure_kinds: FailureKinds,
     /// Every difference.
     pub findings: Vec<Finding>,
     /// Requests not compared (counted in `requests`), by why: their route depends on when nginx's clock
@@ -339,6 +382,7 @@ impl UpstreamReport {
             requests: 0,
             runs: 0,
             failovers: 0,
+            failure_kinds: FailureKinds::default(),
             findings: Vec::new(),
             not_comparable: Vec::new(),
             fault: None,
@@ -365,6 +409,21 @@ impl UpstreamReport {
     }
 }
 
+/// What the failure-kind runs of one upstream met.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailureKinds {
+    /// Runs with failure kinds.
+    pub runs: usize,
+    /// Their requests.
+    pub requests: usize,
+    /// POSTs among them.
+    pub posts: usize,
+    /// Requests that met each kind (a request meeting two kinds counts for both).
+    pub met: std::collections::BTreeMap<String, usize>,
+    /// The rules they ran under (`proxy_next_upstream …; tries N`, and where).
+    pub rules: String,
+}
+
 /// The command that proves `upstream` of the config `file` on `install` again, with `options`.
 pub fn replay_command(file: &Path, upstream: &str, install: &Installation, options: &ProveOptions) -> String {
     Replay::verify()
@@ -375,6 +434,7 @@ pub fn replay_command(file: &Path, upstream: &str, install: &Installation, optio
         .option("--keys", options.keys)
         .option("--failure-runs", options.failure_runs)
         .switch("--no-ring-proof", !options.prove_ring)
+        .switch("--no-failure-kinds", !options.failure_kinds)
         .into()
 }
 
@@ -533,7 +593,13 @@ impl Prover {
 
     /// Starts nginx for `topology` (with resolution probes if `probe`) in the namespace, or on the shared
     /// loopback without one.
-    fn start(&self, install: &Installation, topology: &Topology, probe: bool) -> Result<LocalNginx> {
+    fn start(
+        &self,
+        install: &Installation,
+        topology: &Topology,
+        probe: bool,
+        failures: Option<&Failures>,
+    ) -> Result<LocalNginx> {
         // A killed nginx leaves its sockets behind; a new one could not bind them.
         for (private, shadow) in &self.shadow_dirs {
             for s in &shadow.sockets {
@@ -547,7 +613,7 @@ impl Prover {
         }
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let prefix = ScratchDir::create(self.base.join(format!("r{n}")), &["logs", "tmp", "sock"])?;
-        let site = http_site(topology, probe);
+        let site = http_site_failing(topology, probe, failures);
         match (&self.holder, &self.plan) {
             (Some(holder), Some(plan)) => LocalNginx::start_joined(install, &site, prefix, holder, plan.front),
             _ => LocalNginx::start(install, &site, prefix),
@@ -620,7 +686,9 @@ impl Prover {
                 t = t.with_failing(failing);
             }
             let probe = run == 0 && !t.hosts.is_empty();
-            let nginx = self.start(install, &t, probe).context("starting nginx")?;
+            let failures =
+                options.has_failure_kinds(run).then(|| Failures::random_under(&t, t.seed, upstream.policy()));
+            let nginx = self.start(install, &t, probe, failures.as_ref()).context("starting nginx")?;
             if probe {
                 let resolution = resolve_through_nginx(&nginx, &t)?;
                 report.resolution =
@@ -633,7 +701,7 @@ impl Prover {
                 report.peers = model_upstream.primary().len() + model_upstream.backup().len();
                 report.points = model_upstream.ring().map_or(0, |r| r.len());
             }
-            let plan = parity::plan(
+            let mut plan = parity::plan(
                 &model_upstream,
                 t.seed,
                 &PlanOptions {
@@ -642,16 +710,20 @@ impl Prover {
                     prove_ring: options.prove_ring && t.method == Method::Consistent,
                 },
             );
-            let keys: Vec<Vec<u8>> = plan.requests.iter().map(|r| r.key.clone()).collect();
+            if let Some(f) = &failures {
+                plan = parity::with_posts(plan, t.seed, f.post_percent);
+            }
+            let requests: Vec<(HttpMethod, &[u8])> =
+                plan.requests.iter().map(|r| (r.method, r.key.as_slice())).collect();
             let started = std::time::Instant::now();
-            let total = keys.len();
-            let pause = options.failure_pause.filter(|_| run > 0 && keys.len() > 1);
-            let halves: Vec<&[Vec<u8>]> = match pause {
+            let total = requests.len();
+            let pause = options.failure_pause.filter(|_| run > 0 && requests.len() > 1);
+            let halves: Vec<&[(HttpMethod, &[u8])]> = match pause {
                 Some(_) => {
-                    let (a, b) = keys.split_at(keys.len() / 2);
+                    let (a, b) = requests.split_at(requests.len() / 2);
                     vec![a, b]
                 }
-                None => vec![keys.as_slice()],
+                None => vec![requests.as_slice()],
             };
             let mut responses = Vec::with_capacity(total);
             for (i, half) in halves.into_iter().enumerate() {
@@ -660,13 +732,42 @@ impl Prover {
                 }
                 let before = responses.len();
                 let mut report_progress = |n: usize| progress(Progress { run, runs, done: before + n, total });
-                let got = pipeline(nginx.net(), nginx.http_front(), half, &mut report_progress).with_context(|| {
-                    format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&nginx.stderr()))
-                })?;
+                let got = pipeline_methods(nginx.net(), nginx.http_front(), half, &mut report_progress).with_context(
+                    || format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&nginx.stderr())),
+                )?;
                 responses.extend(got);
             }
-            let mut model = ClockedModel::new(&model_upstream, &t);
+            let mut model = match &failures {
+                Some(f) => ClockedModel::failing(&model_upstream, &t, f),
+                None => ClockedModel::new(&model_upstream, &t),
+            };
             let result = compare_clocked(&plan, &responses, &mut model, started.elapsed());
+            if let Some(f) = &failures {
+                let kinds = &mut report.failure_kinds;
+                kinds.runs += 1;
+                kinds.requests += plan.requests.len();
+                kinds.posts += plan.requests.iter().filter(|r| r.method == HttpMethod::Post).count();
+                for resp in &responses {
+                    let met: std::collections::BTreeSet<String> = resp
+                        .upstream_addr
+                        .as_deref()
+                        .unwrap_or_default()
+                        .split(", ")
+                        .filter_map(|name| f.kind(&t, name))
+                        .map(|k| k.to_string())
+                        .collect();
+                    for kind in met {
+                        *kinds.met.entry(kind).or_default() += 1;
+                    }
+                }
+                let p = f.policy;
+                kinds.rules = format!(
+                    "proxy_next_upstream {}; proxy_next_upstream_tries {} ({})",
+                    p.next_upstream,
+                    p.tries,
+                    upstream.rules.as_ref().map_or("nginx's defaults: no *_pass names it", |r| r.at.as_str())
+                );
+            }
             drop(nginx);
             arcs = Some(arcs.map_or(result.arcs_proven, |a| a.min(result.arcs_proven)));
             report.runs += 1;

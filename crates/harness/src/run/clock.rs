@@ -22,9 +22,12 @@
 //! * If the possible states or ways grow past [`MAX_STATES`] / [`MAX_WAYS`] (a machine so loaded that
 //!   requests span seconds), the rest of the run is not comparable, and the report says so.
 
+use crate::run::client::Method as HttpMethod;
 use crate::run::observation::Observation;
-use crate::run::observation::observation;
+use crate::run::observation::{failure_observation, observation};
+use crate::site::failures::Failures;
 use crate::site::topology::Topology;
+use nginx_ketama::failure::ClientRequest;
 use nginx_ketama::upstream::{Peer, Upstream};
 use nginx_ketama::worker::{Outcome, Worker};
 use std::collections::HashMap;
@@ -117,13 +120,34 @@ pub enum Judgement {
 pub struct ClockedModel<'a> {
     states: Vec<Worker<'a>>,
     topology: &'a Topology,
+    answers: Answers<'a>,
     lost: Option<Unclocked>,
+}
+
+/// How the servers of a run answer.
+#[derive(Debug, Clone, Copy)]
+pub enum Answers<'a> {
+    /// The topology's dead servers refuse, the rest answer `200 OK`, under nginx's default retry policy.
+    Refusing,
+    /// As the run's failure kinds say, under their retry policy; a request's method matters, and nginx's
+    /// answer includes `$upstream_status`.
+    Failing(&'a Failures),
 }
 
 impl<'a> ClockedModel<'a> {
     /// A freshly started worker for `upstream`, whose refused peers are those `topology` marks dead.
     pub fn new(upstream: &'a Upstream, topology: &'a Topology) -> ClockedModel<'a> {
-        ClockedModel { states: vec![Worker::new(upstream)], topology, lost: None }
+        ClockedModel { states: vec![Worker::new(upstream)], topology, answers: Answers::Refusing, lost: None }
+    }
+
+    /// [`ClockedModel::new`] whose servers answer as `failures` says.
+    pub fn failing(upstream: &'a Upstream, topology: &'a Topology, failures: &'a Failures) -> ClockedModel<'a> {
+        ClockedModel { answers: Answers::Failing(failures), ..ClockedModel::new(upstream, topology) }
+    }
+
+    /// Whether nginx's answers are compared with their `$upstream_status` too.
+    pub fn predicts_upstream_status(&self) -> bool {
+        matches!(self.answers, Answers::Failing(_))
     }
 
     /// How many worker states nginx's answers still allow.
@@ -131,25 +155,47 @@ impl<'a> ClockedModel<'a> {
         self.states.len()
     }
 
-    /// Judges nginx's answer `actual` to the next request, `key`, made within `window`.
+    /// Judges nginx's answer `actual` to the next request, a GET for `key`, made within `window`.
     pub fn judge(&mut self, key: &[u8], window: Option<Window>, actual: &Observation) -> Judgement {
+        self.judge_as(key, HttpMethod::Get, window, actual)
+    }
+
+    /// [`ClockedModel::judge`] for a request sent with `method`.
+    pub fn judge_as(
+        &mut self,
+        key: &[u8],
+        method: HttpMethod,
+        window: Option<Window>,
+        actual: &Observation,
+    ) -> Judgement {
         if let Some(why) = self.lost {
             return Judgement::NotComparable(why);
         }
         let Some(window) = window.filter(|w| w.first <= w.last) else {
             return self.lose(Unclocked::NoClock);
         };
-        let topology = self.topology;
-        let refuses = |p: &Peer| topology.refuses(p.name());
+        let (topology, answers) = (self.topology, self.answers);
+        let client = ClientRequest { method: method.as_request_method(), ..ClientRequest::default() };
+        // One request on a worker, the clock read as `clock` says, and what nginx would answer.
+        let run = |w: &mut Worker<'a>, clock: &mut dyn FnMut() -> u64| match answers {
+            Answers::Refusing => {
+                let out = w.request_with_clock(key, clock, |p: &Peer| topology.refuses(p.name()));
+                observation(w.upstream(), &out)
+            }
+            Answers::Failing(f) => {
+                let out = w.request_with_clocked(key, clock, &f.policy, &client, |p: &Peer| f.reply(topology, p));
+                failure_observation(w.upstream(), &out)
+            }
+        };
         let mut ways: Vec<(Observation, Worker<'a>)> = Vec::new();
         for mut state in std::mem::take(&mut self.states) {
             if window.first == window.last {
-                let out = state.request(key, window.first, refuses);
-                ways.push((observation(state.upstream(), &out), state));
+                let o = run(&mut state, &mut || window.first);
+                ways.push((o, state));
                 continue;
             }
-            match every_way(&state, key, window, refuses, MAX_WAYS.saturating_sub(ways.len())) {
-                Some(found) => ways.extend(found.into_iter().map(|(out, w)| (observation(w.upstream(), &out), w))),
+            match every_way_with(&state, window, run, MAX_WAYS.saturating_sub(ways.len())) {
+                Some(found) => ways.extend(found),
                 None => return self.lose(Unclocked::TooManyStates),
             }
         }
@@ -200,22 +246,34 @@ pub fn every_way<'a>(
     refuses: impl Fn(&Peer) -> bool,
     limit: usize,
 ) -> Option<Vec<(Outcome, Worker<'a>)>> {
+    every_way_with(
+        worker,
+        window,
+        |w: &mut Worker<'a>, clock: &mut dyn FnMut() -> u64| w.request_with_clock(key, clock, &refuses),
+        limit,
+    )
+}
+
+/// [`every_way`] for any request: `run(worker, clock)` runs it on `worker` reading `clock`, and returns
+/// what is kept of each way (its outcome, or what nginx would answer).
+pub fn every_way_with<'a, T>(
+    worker: &Worker<'a>,
+    window: Window,
+    run: impl Fn(&mut Worker<'a>, &mut dyn FnMut() -> u64) -> T,
+    limit: usize,
+) -> Option<Vec<(T, Worker<'a>)>> {
     let mut out = Vec::new();
     let mut pending: Vec<Vec<u64>> = vec![Vec::new()];
     while let Some(prefix) = pending.pop() {
         let last = prefix.last().copied().unwrap_or(window.first);
         let mut w = worker.clone();
         let mut reads = 0usize;
-        let outcome = w.request_with_clock(
-            key,
-            || {
-                let v = prefix.get(reads).copied().unwrap_or(last);
-                reads += 1;
-                v
-            },
-            &refuses,
-        );
-        out.push((outcome, w));
+        let kept = run(&mut w, &mut || {
+            let v = prefix.get(reads).copied().unwrap_or(last);
+            reads += 1;
+            v
+        });
+        out.push((kept, w));
         for at in prefix.len()..reads {
             for later in last + 1..=window.last {
                 let mut next = prefix.clone();

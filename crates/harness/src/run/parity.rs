@@ -504,13 +504,17 @@ pub fn compare_clocked(
         let actual = Observation {
             status: resp.status,
             upstream_addr: resp.upstream_addr.clone().unwrap_or_default(),
-            upstream_status: None,
+            upstream_status: if model.predicts_upstream_status() {
+                Some(resp.upstream_status.clone().unwrap_or_default())
+            } else {
+                None
+            },
         };
         if actual.upstream_addr.contains(',') {
             failovers += 1;
         }
         let ring = matches!(req.kind, KeyKind::OnPoint | KeyKind::PastPoint | KeyKind::RingEdge);
-        match model.judge(&req.key, resp.clock, &actual) {
+        match model.judge_as(&req.key, req.method, resp.clock, &actual) {
             Judgement::Match => {}
             Judgement::Differs(expected) => {
                 ring_ok &= !ring;

@@ -102,6 +102,13 @@ impl Failures {
         Failures { answers, policy: random_policy(&mut rng), post_percent: 30 }
     }
 
+    /// [`Failures::random`] under `policy` instead of a random one: the retry rules of a user's location
+    /// (`verify --config`). Its `proxy_next_upstream_timeout` is not written (timing: not proven live).
+    pub fn random_under(topology: &Topology, seed: u64, policy: RetryPolicy) -> Failures {
+        let policy = RetryPolicy { timeout_ms: 0, ..policy };
+        Failures { policy, ..Failures::random(topology, seed) }
+    }
+
     /// How an attempt at `peer` (of `topology`'s upstream) ends.
     pub fn reply(&self, topology: &Topology, peer: &Peer) -> Reply {
         if topology.refuses(peer.name()) {
