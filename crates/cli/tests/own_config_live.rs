@@ -125,6 +125,7 @@ fn the_addresses_exist_only_inside_the_namespace() {
         failure_runs: 1,
         failure_pause: None,
         failure_kinds: true,
+        model_key: None,
     };
     let r = prover.prove(newest, &choice.prove[0], &options, "replay", &mut |_| {});
     assert!(r.fault.is_none(), "{:?}", r.fault);
@@ -327,6 +328,99 @@ fn short_window_topology(n: usize, fail_timeout: u64) -> nginx_ketama_harness::s
     Topology { seed: 3, method: nginx_ketama::Method::Consistent, lines, hosts: Vec::new() }
 }
 
+/// Issue 21 point 4: `verify --config` keeps each key expression as written — client addresses (from
+/// across 127.0.0.0/8, so `$binary_remote_addr` and `$remote_port` vary), Host and URI, arguments and
+/// cookies, a header, maps with regular expressions, captures and `hostnames` — on every build, 0
+/// mismatches; a key `set` in a location is refused with the reason. A model evaluating a different
+/// expression than nginx hashes is caught.
+#[test]
+fn key_expressions_are_proven_as_written() {
+    let Some(installs) = installs() else { return };
+    if !netns::available() {
+        skip("not root: no private namespaces");
+        return;
+    }
+    let conf = conf(
+        "nginx.conf",
+        r#"http {
+    map $http_x_tenant $tenant {
+        default $arg_user;
+        ~^(?<region>[a-z]+)-eu$ eu-$region;
+        alpha a;
+    }
+    map $host $site {
+        hostnames;
+        default other;
+        *.example shop;
+        127.0.0.1 loopback;
+    }
+    upstream by_client { hash $binary_remote_addr consistent; server 10.7.0.1:80; server 10.7.0.2:80; server 10.7.0.3:80 weight=2; }
+    upstream by_port { hash $remote_addr:$remote_port; server 10.7.1.1:80; server 10.7.1.2:80; server 10.7.1.3:80; }
+    upstream by_page { hash $host$request_uri consistent; server 10.7.2.1:80; server 10.7.2.2:80; }
+    upstream by_tenant { hash "${site}/$tenant|$cookie_sid|$http_x_tenant|$args" consistent; server 10.7.3.1:80; server 10.7.3.2:80; server 10.7.3.3:80; }
+    upstream by_set { hash $bucket consistent; server 10.7.4.1:80; server 10.7.4.2:80; }
+    server {
+        listen 80;
+        location /c/ { proxy_pass http://by_client; }
+        location /p/ { proxy_pass http://by_port; }
+        location /g/ { proxy_pass http://by_page; }
+        location /t/ { proxy_pass http://by_tenant; }
+        location /s/ { set $bucket $uri; proxy_pass http://by_set; }
+    }
+}
+"#,
+    );
+    let newest = installs.last().expect("a build");
+    let mut out = Vec::new();
+    for install in &installs {
+        let (code, stdout, stderr) = verify(&conf, install, &["--keys", "1000", "--failure-runs", "0"]);
+        assert_eq!(code, Some(0), "{stdout}{stderr}");
+        let line = |name: &str| {
+            stdout.lines().find(|l| l.starts_with(&format!("  {name}: "))).unwrap_or_else(|| panic!("{name}: {stdout}"))
+        };
+        for (name, vars) in [
+            ("by_client", "$binary_remote_addr"),
+            ("by_port", "$remote_addr, $remote_port"),
+            ("by_page", "$host, $request_uri"),
+            ("by_tenant", "$arg_user, $args, $cookie_sid, $host, $http_x_tenant, $region, $site, $tenant"),
+        ] {
+            let l = line(name);
+            assert!(l.contains("100 generated requests") && l.contains(", 0 mismatches; variables: "), "{l}");
+            assert!(l.contains(&format!("variables: {vars} [")), "{l}");
+        }
+        assert!(line("by_set").contains("not proven: the key reads $bucket, which `set`"), "{stdout}");
+        out.push(stdout);
+    }
+    // The same requests judged by a model that evaluates another expression: caught.
+    let config = own_config::load(&conf, newest.version, newest.libc).unwrap();
+    let choice = own_config::choose(&config, &["by_page".to_string()], 2026).unwrap();
+    let ups: Vec<&own_config::ConfigUpstream> = choice.prove.iter().collect();
+    let prover = Prover::new(&ups, &[newest], CLI.as_ref()).unwrap();
+    let mut options = ProveOptions {
+        seed: 2026,
+        keys: 1000,
+        prove_ring: false,
+        failure_runs: 0,
+        failure_pause: None,
+        failure_kinds: false,
+        model_key: None,
+    };
+    let right = prover.prove(newest, &choice.prove[0], &options, "replay", &mut |_| {});
+    assert!(right.fault.is_none() && right.findings.is_empty(), "{:?} {:?}", right.fault, right.findings.first());
+    options.model_key = Some("$http_host$request_uri".into());
+    let wrong = prover.prove(newest, &choice.prove[0], &options, "replay", &mut |_| {});
+    assert!(wrong.fault.is_none(), "{:?}", wrong.fault);
+    assert!(!wrong.findings.is_empty(), "$http_host in place of $host must be caught");
+    report(&format!(
+        "verify --config key expressions as written, on every build (a model hashing $http_host for $host: {} \
+         mismatches):\n{}",
+        wrong.findings.len(),
+        out.last()
+            .map(|o| o.lines().filter(|l| l.starts_with("  by_")).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
+    ));
+}
+
 /// Issue 20 point 4 for `verify --config`: failure kinds (listed and unlisted statuses, an invalid header,
 /// refused connections) under a location's rules, GET and POST, judged through nginx's clock: servers
 /// failed in the first half come back after their 1 s `fail_timeout` in the second. The clocked failure
@@ -475,6 +569,7 @@ fn a_config_proof_follows_nginx_clock() {
         failure_runs: 1,
         failure_pause: Some(std::time::Duration::from_millis(2300)),
         failure_kinds: false,
+        model_key: None,
     };
     let r = prover.prove(newest, &choice.prove[0], &options, "replay", &mut |_| {});
     assert!(r.fault.is_none(), "{:?}", r.fault);

@@ -12,7 +12,7 @@ use nginx_ketama_harness::nginx::install::Installation;
 use nginx_ketama_harness::nginx::netns;
 use nginx_ketama_harness::proofs::own_config::plan::{NameSource, Unhostable, summarize};
 use nginx_ketama_harness::proofs::own_config::{
-    self, Choice, ConfigUpstream, Progress, ProveOptions, Prover, UpstreamReport, replay_command,
+    self, Choice, ConfigUpstream, ExpressionReport, Progress, ProveOptions, Prover, UpstreamReport, replay_command,
 };
 use nginx_ketama_harness::proofs::verdict::Verdict;
 use nginx_ketama_harness::run::clock::Unclocked;
@@ -237,6 +237,7 @@ impl<'a> Prepared<'a> {
         }
         print_address_order(reports);
         print_failure_kinds(reports);
+        print_expressions(reports);
         for r in reports {
             if let Some(f) = &r.fault {
                 println!("harness fault: nginx {}, upstream {}:", r.build, r.upstream);
@@ -303,8 +304,8 @@ fn print_choice(file: &Path, choice: &Choice) {
     if !choice.prove.is_empty() {
         let keys: Vec<String> = choice.prove.iter().map(|u| format!("{} ({})", u.key, u.name)).collect();
         println!(
-            "  keys: the proof sends raw keys in place of each key expression: {}; how nginx builds a key from its \
-             expression is not proven",
+            "  keys: the ring is proven with raw keys in place of each key expression ({}); then a run of each \
+             upstream hashes its expression as written, on generated requests",
             keys.join(", ")
         );
     }
@@ -324,6 +325,36 @@ fn print_address_order(reports: &[UpstreamReport]) {
     if !order.is_empty() {
         let order: Vec<String> = order.into_iter().map(|(_, o)| o).collect();
         println!("nginx's address order, asked from nginx: {}", order.join("; "));
+    }
+}
+
+/// The key expression runs, per upstream (builds with the same outcome named together).
+fn print_expressions(reports: &[UpstreamReport]) {
+    let mut lines: Vec<(String, Vec<&str>)> = Vec::new();
+    for r in reports {
+        let line = match &r.expression {
+            ExpressionReport::NotRun => continue,
+            ExpressionReport::NotProven(why) => format!("{}: not proven: {why}", r.upstream),
+            ExpressionReport::Run { requests, refused, mismatches, variables } => {
+                format!(
+                    "{}: {requests} generated requests ({refused} refused by nginx), {mismatches} mismatches; \
+                     variables: {}",
+                    r.upstream,
+                    variables.iter().map(|v| format!("${v}")).collect::<Vec<_>>().join(", ")
+                )
+            }
+        };
+        match lines.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, builds)) => builds.push(&r.build),
+            None => lines.push((line, vec![&r.build])),
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    println!("key expressions (each hashed as written, on requests from 127.0.0.0/8 clients):");
+    for (line, builds) in lines {
+        println!("  {line} [nginx {}]", builds.join(", "));
     }
 }
 
@@ -745,6 +776,7 @@ mod tests {
             failure_runs: 4,
             failure_pause: None,
             failure_kinds: true,
+            model_key: None,
         };
         let per_run = own_config::requests_per_run(&heavy, &options);
         assert_eq!(per_run, 3000 + 60 + 2 * 160 * 200 * 100 + 2);

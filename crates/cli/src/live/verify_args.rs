@@ -178,6 +178,7 @@ impl VerifyArgs {
             failure_runs: self.failure_runs,
             failure_pause: None,
             failure_kinds: !self.no_failure_kinds,
+            model_key: None,
         }
     }
 

@@ -23,6 +23,7 @@
 //! the machine's ephemeral range can be run (on the shared loopback); the others are skipped with the
 //! reason.
 
+pub mod expression;
 pub mod plan;
 
 use crate::nginx::build::Build;
@@ -81,6 +82,8 @@ pub struct ConfigUpstream {
     /// The retry rules the failure-kind runs follow; `None` when no `*_pass` of the config names the
     /// upstream (nginx's defaults then).
     pub rules: Option<PassRules>,
+    /// What the key expression reads (for its run, [`expression`]), or why it cannot be proven.
+    pub expression: Result<expression::Needs, expression::NotProven>,
 }
 
 /// The retry rules of the first `*_pass` that names an upstream (the front of a failure-kind run follows
@@ -185,6 +188,7 @@ pub fn choose(config: &Config, names: &[String], seed: u64) -> Result<Choice> {
                 key: key.clone(),
                 topology: Topology::from_config(upstream, topology_seed(seed, index)),
                 locations: u.servers.iter().map(ToString::to_string).collect(),
+                expression: expression::needs(config, key),
                 rules: config.proxied.iter().find_map(|p| match &p.retry {
                     Retry::Http(policy) if p.upstream.eq_ignore_ascii_case(&u.name) => {
                         Some(PassRules { policy: *policy, at: p.location.to_string() })
@@ -322,6 +326,10 @@ pub struct ProveOptions {
     pub failure_pause: Option<std::time::Duration>,
     /// Every second failure run has failure kinds ([`Failures::random_under`] the upstream's rules).
     pub failure_kinds: bool,
+    /// For mutation checks only: the model of the key expression run evaluates this expression instead of
+    /// the one nginx hashes.
+    #[doc(hidden)]
+    pub model_key: Option<String>,
 }
 
 impl ProveOptions {
@@ -357,6 +365,8 @@ pub struct UpstreamReport {
     /// Runs with failure kinds, and the requests that met each kind in them (`refused`, `http_502`, …),
     /// and the rules they ran under ([`FailureKinds::rules`]).
     pub failure_kinds: FailureKinds,
+    /// The key expression run.
+    pub expression: ExpressionReport,
     /// Every difference.
     pub findings: Vec<Finding>,
     /// Requests not compared (counted in `requests`), by why: their route depends on when nginx's clock
@@ -383,6 +393,7 @@ impl UpstreamReport {
             runs: 0,
             failovers: 0,
             failure_kinds: FailureKinds::default(),
+            expression: ExpressionReport::NotRun,
             findings: Vec::new(),
             not_comparable: Vec::new(),
             fault: None,
@@ -407,6 +418,27 @@ impl UpstreamReport {
             unhostable_only: reports.is_empty() && unhostable,
         }
     }
+}
+
+/// The key expression run of one upstream ([`expression`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpressionReport {
+    /// Not run (the proof stopped before it).
+    NotRun,
+    /// Not proven, and why (a variable the library does not model, a `set` variable of a location).
+    NotProven(String),
+    /// Run: the requests compared (their mismatches are findings), how many of them nginx refused (and the
+    /// library too, or a mismatch), and the variables the key read.
+    Run {
+        /// Requests compared.
+        requests: usize,
+        /// Of which nginx answered itself (400 and the like).
+        refused: usize,
+        /// Requests nginx routed otherwise than the library (each also a finding).
+        mismatches: usize,
+        /// The variables the key reads, directly or through maps.
+        variables: Vec<String>,
+    },
 }
 
 /// What the failure-kind runs of one upstream met.
@@ -600,6 +632,11 @@ impl Prover {
         probe: bool,
         failures: Option<&Failures>,
     ) -> Result<LocalNginx> {
+        self.start_site(install, &http_site_failing(topology, probe, failures))
+    }
+
+    /// Starts nginx for `site` in the namespace, or on the shared loopback without one.
+    fn start_site(&self, install: &Installation, site: &crate::site::conf::Site) -> Result<LocalNginx> {
         // A killed nginx leaves its sockets behind; a new one could not bind them.
         for (private, shadow) in &self.shadow_dirs {
             for s in &shadow.sockets {
@@ -613,10 +650,9 @@ impl Prover {
         }
         let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let prefix = ScratchDir::create(self.base.join(format!("r{n}")), &["logs", "tmp", "sock"])?;
-        let site = http_site_failing(topology, probe, failures);
         match (&self.holder, &self.plan) {
-            (Some(holder), Some(plan)) => LocalNginx::start_joined(install, &site, prefix, holder, plan.front),
-            _ => LocalNginx::start(install, &site, prefix),
+            (Some(holder), Some(plan)) => LocalNginx::start_joined(install, site, prefix, holder, plan.front),
+            _ => LocalNginx::start(install, site, prefix),
         }
     }
 
@@ -791,7 +827,123 @@ impl Prover {
             }));
         }
         report.arcs_proven = arcs.unwrap_or(0);
+        report.expression = match &upstream.expression {
+            Err(why) => ExpressionReport::NotProven(why.clone()),
+            Ok(needs) => self.prove_expression(install, upstream, &base, needs, options, replay, report)?,
+        };
         Ok(())
+    }
+
+    /// The key expression run: every server live, the upstream hashing `upstream.key` as written (with the
+    /// maps it reads), generated requests from many client addresses, each on a connection of its own; the
+    /// library reads the rendered nginx.conf and dispatches each request to its key.
+    #[allow(clippy::too_many_arguments)]
+    fn prove_expression(
+        &self,
+        install: &Installation,
+        upstream: &ConfigUpstream,
+        base: &Topology,
+        needs: &expression::Needs,
+        options: &ProveOptions,
+        replay: &str,
+        report: &mut UpstreamReport,
+    ) -> Result<ExpressionReport> {
+        use crate::run::client::send_raw;
+        use crate::run::observation::{Observation, observation};
+        use crate::run::parity::{KeyKind, Mismatch};
+        use nginx_ketama::dispatch::{Dispatch, dispatch};
+        use nginx_ketama::request::{Request, Scheme};
+        let mut t = base.clone();
+        t.seed = base.seed.wrapping_add(0x6b6579);
+        let mut site = http_site_failing(&t, false, None);
+        let block = format!(
+            "{}{}",
+            needs.maps.iter().map(|m| format!("{m}\n")).collect::<String>(),
+            t.upstream_block(&crate::site::token::token(&upstream.key), true)
+        );
+        if let Some(http) = site.http.as_mut() {
+            http.upstream_block = block.clone();
+        }
+        let nginx = self.start_site(install, &site).context("starting nginx with the key expression")?;
+        let conf = nginx.prefix().join("nginx.conf");
+        let text = std::fs::read_to_string(&conf).with_context(|| format!("reading {}", conf.display()))?;
+        let load = LoadOptions { resolve: false, version: install.version, libc: install.libc, input: Input::Config };
+        // The `user` directive would make the library ask the host's name service (getpwnam) about
+        // root: nothing of the run may reach it, and routing does not depend on it.
+        let text = text.replace("user root root;\n", "");
+        let text = match &options.model_key {
+            Some(wrong) => text.replace(
+                &format!("hash {} ", crate::site::token::token(&upstream.key)),
+                &format!("hash {} ", crate::site::token::token(wrong)),
+            ),
+            None => text,
+        };
+        let config = match Config::parse_str(&text, &conf, &load) {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(ExpressionReport::NotProven(format!("the library cannot read the run's nginx.conf: {e}")));
+            }
+        };
+        let model_upstream = t.upstream(install.version, install.libc)?;
+        let mut worker = nginx_ketama::Worker::new(&model_upstream);
+        let generated = expression::requests(needs, t.seed, (options.keys / 10).max(100));
+        let front = nginx.http_front();
+        let (mut requests, mut refused, mut mismatches) = (0, 0, 0);
+        for (index, g) in generated.iter().enumerate() {
+            let (resp, client) = send_raw(nginx.net(), front, SocketAddr::new(g.client.into(), 0), &g.head)
+                .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&nginx.stderr())))?;
+            let mut head = g.head.clone();
+            head.extend_from_slice(b"Connection: close\r\n");
+            let request = Request::from_head(&head, client, front, Scheme::Http)
+                .map_err(|e| anyhow::anyhow!("a generated request has no request line: {e}"))?;
+            let (expected, key) = match dispatch(&config, &request) {
+                Ok(Dispatch::Hash { key, .. }) => {
+                    let out = worker.request(&key, 0, |_| false);
+                    (observation(&model_upstream, &out), key)
+                }
+                Ok(Dispatch::BadRequest(bad)) => match bad.status() {
+                    Some(status) => {
+                        (Observation { status, upstream_addr: String::new(), upstream_status: None }, Vec::new())
+                    }
+                    None => {
+                        return Ok(ExpressionReport::NotProven(format!(
+                            "a request nginx's library view cannot answer: {bad}"
+                        )));
+                    }
+                },
+                Ok(other) => {
+                    return Ok(ExpressionReport::NotProven(format!("a request went {other:?}, not to the upstream")));
+                }
+                Err(e) => return Ok(ExpressionReport::NotProven(e.to_string())),
+            };
+            let actual = Observation {
+                status: resp.status,
+                upstream_addr: resp.upstream_addr.clone().unwrap_or_default(),
+                upstream_status: None,
+            };
+            requests += 1;
+            refused += usize::from(expected.upstream_addr.is_empty() && expected.status != 200);
+            if expected != actual {
+                mismatches += 1;
+                report.findings.push(Finding {
+                    version: install.label(),
+                    backend: "local".into(),
+                    topology: upstream.index,
+                    topology_seed: t.seed,
+                    upstream_block: block.clone(),
+                    mismatch: Mismatch {
+                        index,
+                        key: if key.is_empty() { g.head.clone() } else { key },
+                        kind: KeyKind::Random,
+                        expected,
+                        actual,
+                    },
+                    replay: replay.to_string(),
+                });
+            }
+        }
+        drop(nginx);
+        Ok(ExpressionReport::Run { requests, refused, mismatches, variables: needs.variables.clone() })
     }
 
     /// How each hostname got its addresses (empty without namespaces).

@@ -115,6 +115,23 @@ fn send_pipelined(
     Ok(responses)
 }
 
+/// One raw request on a connection of its own from `from` (port 0: any): `head` is the request line and
+/// header lines, each ended by CRLF; `Connection: close` and the empty line are added. Returns nginx's
+/// response and the connection's client address.
+///
+/// # Errors
+///
+/// I/O errors or an unparsable response.
+pub fn send_raw(net: Net<'_>, front: SocketAddr, from: SocketAddr, head: &[u8]) -> io::Result<(Response, SocketAddr)> {
+    let mut stream = net.connect(front, Some(from), Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let client = stream.local_addr()?;
+    let mut bytes = head.to_vec();
+    bytes.extend_from_slice(b"Connection: close\r\n\r\n");
+    stream.write_all(&bytes)?;
+    Ok((read_response(&mut BufReader::new(&stream))?, client))
+}
+
 /// One `GET path` on a connection of its own (the harness's probes).
 ///
 /// # Errors
