@@ -22,12 +22,11 @@
 //! * If the possible states or ways grow past [`MAX_STATES`] / [`MAX_WAYS`] (a machine so loaded that
 //!   requests span seconds), the rest of the run is not comparable, and the report says so.
 
-use crate::run::client::Method as HttpMethod;
 use crate::run::observation::Observation;
 use crate::run::observation::{failure_observation, observation};
 use crate::site::failures::Failures;
 use crate::site::topology::Topology;
-use nginx_ketama::failure::ClientRequest;
+use nginx_ketama::failure::{ClientRequest, RequestMethod};
 use nginx_ketama::upstream::{Peer, Upstream};
 use nginx_ketama::worker::{Outcome, Worker};
 use std::collections::HashMap;
@@ -157,14 +156,14 @@ impl<'a> ClockedModel<'a> {
 
     /// Judges nginx's answer `actual` to the next request, a GET for `key`, made within `window`.
     pub fn judge(&mut self, key: &[u8], window: Option<Window>, actual: &Observation) -> Judgement {
-        self.judge_as(key, HttpMethod::Get, window, actual)
+        self.judge_as(key, RequestMethod::Get, window, actual)
     }
 
     /// [`ClockedModel::judge`] for a request sent with `method`.
     pub fn judge_as(
         &mut self,
         key: &[u8],
-        method: HttpMethod,
+        method: RequestMethod,
         window: Option<Window>,
         actual: &Observation,
     ) -> Judgement {
@@ -175,7 +174,7 @@ impl<'a> ClockedModel<'a> {
             return self.lose(Unclocked::NoClock);
         };
         let (topology, answers) = (self.topology, self.answers);
-        let client = ClientRequest { method: method.as_request_method(), ..ClientRequest::default() };
+        let client = ClientRequest { method, ..ClientRequest::default() };
         // One request on a worker, the clock read as `clock` says, and what nginx would answer.
         let run = |w: &mut Worker<'a>, clock: &mut dyn FnMut() -> u64| match answers {
             Answers::Refusing => {

@@ -514,7 +514,7 @@ pub fn compare_clocked(
             failovers += 1;
         }
         let ring = matches!(req.kind, KeyKind::OnPoint | KeyKind::PastPoint | KeyKind::RingEdge);
-        match model.judge_as(&req.key, req.method, resp.clock, &actual) {
+        match model.judge_as(&req.key, req.method.as_request_method(), resp.clock, &actual) {
             Judgement::Match => {}
             Judgement::Differs(expected) => {
                 ring_ok &= !ring;
