@@ -538,3 +538,68 @@ fn verify_proves_a_named_image() -> Result<()> {
     report(&format!("verify --image {reference}: proven through testcontainers, 0 mismatches"));
     Ok(())
 }
+
+/// Issue 21 point 4: every key expression `verify`'s random topologies draw (`site::expressions`, maps with
+/// regular expressions, captures and `hostnames` included) on every local build, and those that do not read
+/// the client's address in the newest image: generated requests, 0 mismatches. The same answers judged as if
+/// the upstream hashed the next expression of the list give mismatches for every expression.
+#[test]
+fn every_key_expression_is_proven_on_every_build() -> Result<()> {
+    use nginx_ketama::config::{Config, Input, LoadOptions};
+    use nginx_ketama_harness::run::keyed;
+    use nginx_ketama_harness::site::expressions::{EXPRESSIONS, variables};
+    let Some(installs) = installs() else { return Ok(()) };
+    let mut backends: Vec<Build> = installs.into_iter().map(Build::Local).collect();
+    if docker::available()
+        && let Ok(image) = docker::image_for(NginxVersion::LATEST, nginx_ketama::Libc::Glibc)
+    {
+        backends.push(Build::Docker(image));
+    }
+    let topology = Topology { seed: 21, method: Method::Consistent, lines: ip_lines(5, 31), hosts: Vec::new() };
+    let mut lines = Vec::new();
+    for backend in &backends {
+        let local = matches!(backend, Build::Local(_));
+        let (mut requests, mut caught) = (0, 0);
+        for (i, e) in EXPRESSIONS.iter().enumerate().filter(|(_, e)| local || !e.reads_client) {
+            let maps = e.maps.concat();
+            let session = parity::start_keyed(backend, topology.clone(), e.expression, &maps)?;
+            let t = session.topology().clone();
+            let server = parity::front_as_nginx_sees_it(backend, &session);
+            let load =
+                LoadOptions { resolve: false, version: backend.version(), libc: backend.libc(), input: Input::Config };
+            let judge = |expression: &str, maps: &str| -> Result<keyed::KeyedRun> {
+                let config =
+                    Config::parse_str(&parity::keyed_model_conf(&t, expression, maps, server), "k.conf", &load)?;
+                let up = t.upstream(backend.version(), backend.libc())?;
+                let generated = keyed::requests(&variables(e), 5, 100);
+                let run = keyed::run(
+                    keyed::Target { net: session.net(), front: session.http_front(), server, client_addresses: local },
+                    &generated,
+                    &config,
+                    &up,
+                    |_| false,
+                )?;
+                run.map_err(|keyed::NotModelled(why)| anyhow::anyhow!("{}: {why}", e.expression))
+            };
+            let run = judge(e.expression, &maps)?;
+            assert!(
+                run.mismatches.is_empty(),
+                "{} on {}: {:?}",
+                e.expression,
+                backend.describe(),
+                run.mismatches.first()
+            );
+            let other = EXPRESSIONS.iter().cycle().skip(i + 1).find(|o| local || !o.reads_client).expect("another");
+            let wrong = judge(other.expression, &[maps.as_str(), &other.maps.concat()].concat())?;
+            assert!(!wrong.mismatches.is_empty(), "{} judged as {}: no mismatch", e.expression, other.expression);
+            requests += run.requests;
+            caught += 1;
+        }
+        lines.push(format!(
+            "{}: {requests} requests, 0 mismatches; {caught} expressions, each caught when judged as another",
+            backend.describe()
+        ));
+    }
+    report(&format!("every key expression of the random topologies:\n  {}", lines.join("\n  ")));
+    Ok(())
+}

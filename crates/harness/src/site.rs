@@ -7,9 +7,11 @@
 //!   `$upstream_addr`, echo listeners for the live peers;
 //! * [`failures`]: failure kinds — how each live server fails (a status, a stall, an invalid header) and
 //!   the front's retry policy;
+//! * [`expressions`]: the key expressions (and their maps) random topologies draw;
 //! * [`token`]: strings spelled as nginx config tokens.
 
 pub mod conf;
+pub mod expressions;
 pub mod failures;
 pub mod token;
 pub mod topology;

@@ -37,6 +37,7 @@ use crate::proofs::sweep::{Finding, topology_seed};
 use crate::proofs::verdict::Tally;
 use crate::run::client::{Method as HttpMethod, pipeline_methods};
 use crate::run::clock::{ClockedModel, Unclocked};
+use crate::run::keyed;
 use crate::run::parity::{self, PlanOptions, compare_clocked, http_site_failing, resolve_through_nginx};
 use crate::site::conf::HTTP_KEY;
 use crate::site::failures::Failures;
@@ -848,11 +849,6 @@ impl Prover {
         replay: &str,
         report: &mut UpstreamReport,
     ) -> Result<ExpressionReport> {
-        use crate::run::client::send_raw;
-        use crate::run::observation::{Observation, observation};
-        use crate::run::parity::{KeyKind, Mismatch};
-        use nginx_ketama::dispatch::{Dispatch, dispatch};
-        use nginx_ketama::request::{Request, Scheme};
         let mut t = base.clone();
         t.seed = base.seed.wrapping_add(0x6b6579);
         let mut site = http_site_failing(&t, false, None);
@@ -867,7 +863,6 @@ impl Prover {
         let nginx = self.start_site(install, &site).context("starting nginx with the key expression")?;
         let conf = nginx.prefix().join("nginx.conf");
         let text = std::fs::read_to_string(&conf).with_context(|| format!("reading {}", conf.display()))?;
-        let load = LoadOptions { resolve: false, version: install.version, libc: install.libc, input: Input::Config };
         // The `user` directive would make the library ask the host's name service (getpwnam) about
         // root: nothing of the run may reach it, and routing does not depend on it.
         let text = text.replace("user root root;\n", "");
@@ -878,6 +873,7 @@ impl Prover {
             ),
             None => text,
         };
+        let load = LoadOptions { resolve: false, version: install.version, libc: install.libc, input: Input::Config };
         let config = match Config::parse_str(&text, &conf, &load) {
             Ok(c) => c,
             Err(e) => {
@@ -885,64 +881,30 @@ impl Prover {
             }
         };
         let model_upstream = t.upstream(install.version, install.libc)?;
-        let mut worker = nginx_ketama::Worker::new(&model_upstream);
-        let generated = expression::requests(needs, t.seed, (options.keys / 10).max(100));
-        let front = nginx.http_front();
-        let (mut requests, mut refused, mut mismatches) = (0, 0, 0);
-        for (index, g) in generated.iter().enumerate() {
-            let (resp, client) = send_raw(nginx.net(), front, SocketAddr::new(g.client.into(), 0), &g.head)
-                .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&nginx.stderr())))?;
-            let mut head = g.head.clone();
-            head.extend_from_slice(b"Connection: close\r\n");
-            let request = Request::from_head(&head, client, front, Scheme::Http)
-                .map_err(|e| anyhow::anyhow!("a generated request has no request line: {e}"))?;
-            let (expected, key) = match dispatch(&config, &request) {
-                Ok(Dispatch::Hash { key, .. }) => {
-                    let out = worker.request(&key, 0, |_| false);
-                    (observation(&model_upstream, &out), key)
-                }
-                Ok(Dispatch::BadRequest(bad)) => match bad.status() {
-                    Some(status) => {
-                        (Observation { status, upstream_addr: String::new(), upstream_status: None }, Vec::new())
-                    }
-                    None => {
-                        return Ok(ExpressionReport::NotProven(format!(
-                            "a request nginx's library view cannot answer: {bad}"
-                        )));
-                    }
-                },
-                Ok(other) => {
-                    return Ok(ExpressionReport::NotProven(format!("a request went {other:?}, not to the upstream")));
-                }
-                Err(e) => return Ok(ExpressionReport::NotProven(e.to_string())),
-            };
-            let actual = Observation {
-                status: resp.status,
-                upstream_addr: resp.upstream_addr.clone().unwrap_or_default(),
-                upstream_status: None,
-            };
-            requests += 1;
-            refused += usize::from(expected.upstream_addr.is_empty() && expected.status != 200);
-            if expected != actual {
-                mismatches += 1;
-                report.findings.push(Finding {
-                    version: install.label(),
-                    backend: "local".into(),
-                    topology: upstream.index,
-                    topology_seed: t.seed,
-                    upstream_block: block.clone(),
-                    mismatch: Mismatch {
-                        index,
-                        key: if key.is_empty() { g.head.clone() } else { key },
-                        kind: KeyKind::Random,
-                        expected,
-                        actual,
-                    },
-                    replay: replay.to_string(),
-                });
-            }
-        }
+        let generated = keyed::requests(&needs.variables, t.seed, (options.keys / 10).max(100));
+        let target = keyed::Target {
+            net: nginx.net(),
+            front: nginx.http_front(),
+            server: nginx.http_front(),
+            client_addresses: true,
+        };
+        let run = keyed::run(target, &generated, &config, &model_upstream, |_| false)
+            .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&nginx.stderr())))?;
         drop(nginx);
+        let run = match run {
+            Ok(run) => run,
+            Err(keyed::NotModelled(why)) => return Ok(ExpressionReport::NotProven(why)),
+        };
+        let (requests, refused, mismatches) = (run.requests, run.refused, run.mismatches.len());
+        report.findings.extend(run.mismatches.into_iter().map(|mismatch| Finding {
+            version: install.label(),
+            backend: "local".into(),
+            topology: upstream.index,
+            topology_seed: t.seed,
+            upstream_block: block.clone(),
+            mismatch,
+            replay: replay.to_string(),
+        }));
         Ok(ExpressionReport::Run { requests, refused, mismatches, variables: needs.variables.clone() })
     }
 

@@ -3,6 +3,7 @@
 use crate::nginx::build::Build;
 use crate::nginx::docker::{Image, ImageOrigin};
 use crate::nginx::install::{Installation, Stream};
+use crate::nginx::log::log_tail;
 use crate::proofs::replay::{self, Replay};
 use crate::proofs::shim::{ProtocolFault, ShimModel};
 use crate::proofs::verdict::Tally;
@@ -56,6 +57,12 @@ pub struct SweepOptions {
     /// upstream hashes, so the stream check of an image built by `scripts/build-images` runs on the
     /// provisioned build it was made from.
     pub provisioned: PathBuf,
+}
+
+/// Whether topology `index` of a sweep also gets a key expression run ([`crate::site::expressions`]): one
+/// in four (2, 6, 10, …; never a failure-kind or collision topology).
+pub fn has_key_expression(index: usize) -> bool {
+    index % 4 == 2
 }
 
 /// Whether topology `index` of a sweep with failure kinds gets them (the odd indexes).
@@ -228,6 +235,12 @@ pub struct VersionReport {
     pub failure_requests: (usize, usize),
     /// Requests (of topologies with failure kinds) that met each failure kind in at least one attempt.
     pub failure_kinds: BTreeMap<String, usize>,
+    /// Key expression runs ([`has_key_expression`]): the expressions, by requests compared.
+    pub expressions: BTreeMap<String, usize>,
+    /// Requests of the key expression runs that nginx answered itself (400 and the like).
+    pub expression_refused: usize,
+    /// The variables those expressions read (directly or through maps).
+    pub expression_variables: BTreeSet<String>,
     /// Everything that differed.
     pub findings: Vec<Finding>,
     /// Everything the harness could not run.
@@ -477,6 +490,7 @@ fn run_topology(
         let generated = topology_for(backend, options, index, &unix_dir)?;
         let failures = (options.failure_kinds && options.shim.is_none() && has_failure_kinds(index))
             .then(|| Failures::random(&generated, generated.seed));
+        let keyed_topology = generated.clone();
         let session = parity::start_failing(backend, generated, failures.as_ref()).context("starting nginx")?;
         let topology = session.topology().clone();
         let libc = backend.libc();
@@ -546,6 +560,51 @@ fn run_topology(
                     *report.failure_kinds.entry(kind).or_default() += 1;
                 }
             }
+        }
+        drop(session);
+        let mut run = run;
+        if options.shim.is_none() && has_key_expression(index) {
+            let local = matches!(backend, Build::Local(_));
+            let mut rng = ChaCha8Rng::seed_from_u64(topology.seed ^ 0x6b65_7973);
+            let e = crate::site::expressions::random(&mut rng, local);
+            let maps = e.maps.concat();
+            let variables = crate::site::expressions::variables(&e);
+            let keyed = parity::start_keyed(backend, keyed_topology, e.expression, &maps)
+                .context("starting nginx with a key expression")?;
+            let t = keyed.topology().clone();
+            let server = parity::front_as_nginx_sees_it(backend, &keyed);
+            let text = parity::keyed_model_conf(&t, e.expression, &maps, server);
+            let load = nginx_ketama::config::LoadOptions {
+                resolve: false,
+                version,
+                libc,
+                input: nginx_ketama::config::Input::Config,
+            };
+            let config = nginx_ketama::config::Config::parse_str(&text, "keyed.conf", &load)
+                .map_err(|err| anyhow::anyhow!("the library cannot read the key expression run's config: {err}"))?;
+            let model = t.upstream(version, libc)?;
+            let generated = crate::run::keyed::requests(&variables, t.seed, (options.keys / 10).max(100));
+            let target = crate::run::keyed::Target {
+                net: keyed.net(),
+                front: keyed.http_front(),
+                server,
+                client_addresses: local,
+            };
+            let keyed_run = crate::run::keyed::run(target, &generated, &config, &model, |p| t.refuses(p.name()))
+                .with_context(|| {
+                    format!(
+                        "talking to nginx (key expression {})\nnginx's error log ends:\n{}",
+                        e.expression,
+                        log_tail(&keyed.logs())
+                    )
+                })?
+                .map_err(|crate::run::keyed::NotModelled(why)| {
+                    anyhow::anyhow!("key expression {}: {why}", e.expression)
+                })?;
+            *report.expressions.entry(e.expression.to_string()).or_default() += keyed_run.requests;
+            report.expression_refused += keyed_run.refused;
+            report.expression_variables.extend(variables);
+            run.mismatches.extend(keyed_run.mismatches);
         }
         anyhow::Ok((topology, plan, run, other_misses, libc_points, label))
     })();
@@ -706,6 +765,18 @@ impl VersionReport {
             }
             if let Some(why) = &r.stream_skipped {
                 out.push_str(&format!("{:<11} {why}\n", r.version));
+            }
+            if !r.expressions.is_empty() {
+                let exprs: Vec<String> = r.expressions.iter().map(|(e, n)| format!("{e} ({n})")).collect();
+                let vars: Vec<String> = r.expression_variables.iter().map(|v| format!("${v}")).collect();
+                out.push_str(&format!(
+                    "{:<11} key expressions: {} requests ({} answered by nginx itself): {}; variables: {}\n",
+                    r.version,
+                    r.expressions.values().sum::<usize>(),
+                    r.expression_refused,
+                    exprs.join(", "),
+                    vars.join(", ")
+                ));
             }
             if r.failure_topologies > 0 {
                 let kinds: Vec<String> = r.failure_kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();

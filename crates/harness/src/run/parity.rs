@@ -334,6 +334,54 @@ pub fn start_failing(backend: &Build, topology: Topology, failures: Option<&Fail
     Ok(Session { instance, describe: backend.describe(), topology })
 }
 
+/// [`start`] with the upstream hashing `expression` (a key expression, as written after `hash`) instead of
+/// the raw-key header, with the `map` blocks it reads (`maps`, http level): for [`crate::run::keyed`].
+///
+/// # Errors
+///
+/// As [`start`].
+pub fn start_keyed(backend: &Build, topology: Topology, expression: &str, maps: &str) -> Result<Session> {
+    // The nginx of the topology's first run, stopped, left its unix sockets behind: this one must bind them.
+    for l in topology.lines.iter().flat_map(|l| &l.endpoints) {
+        if let crate::site::topology::Listen::Unix(path) = &l.listen {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let probe = matches!(backend, Build::Docker { .. }) && !topology.hosts.is_empty();
+    let mut site = http_site(&topology, probe);
+    if let Some(http) = site.http.as_mut() {
+        http.upstream_block =
+            format!("{maps}{}", topology.upstream_block(&crate::site::token::token(expression), true));
+    }
+    let instance = backend.start(&site, backend.prefix()?)?;
+    let topology = if probe {
+        let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
+        topology.resolved(&resolution)
+    } else {
+        topology
+    };
+    Ok(Session { instance, describe: backend.describe(), topology })
+}
+
+/// The nginx.conf the library reads to judge a [`start_keyed`] run: the same maps and upstream block behind
+/// a default server on `listen` whose only location proxies to it, as the run's front does.
+pub fn keyed_model_conf(topology: &Topology, expression: &str, maps: &str, listen: std::net::SocketAddr) -> String {
+    format!(
+        "events {{}}\nhttp {{\n{maps}{}server {{\n    listen {listen};\n    location / {{ proxy_pass http://{}; }}\n}}\n}}\n",
+        topology.upstream_block(&crate::site::token::token(expression), true),
+        crate::site::topology::UPSTREAM
+    )
+}
+
+/// The address the front of `session` listens on, as nginx sees it: where the harness connects, unless a
+/// container maps it (then `127.0.0.1:`[`FRONT_HTTP_PORT`](crate::site::conf::FRONT_HTTP_PORT) inside).
+pub fn front_as_nginx_sees_it(backend: &Build, session: &Session) -> std::net::SocketAddr {
+    match backend {
+        Build::Docker { .. } => std::net::SocketAddr::from(([127, 0, 0, 1], crate::site::conf::FRONT_HTTP_PORT)),
+        _ => session.http_front(),
+    }
+}
+
 /// Starts nginx for `topology`; with `probe` (and hostnames to resolve), asks nginx how its resolver
 /// ordered each name's addresses and returns the topology resolved that way.
 ///

@@ -5,17 +5,12 @@
 //! headers; Host variants (case, port, absent, an absolute-form target); methods; and client addresses
 //! across `127.0.0.0/8`, so `$remote_addr`, `$binary_remote_addr` and `$remote_port` keys are proven too.
 //!
-//! The model reads the nginx.conf the harness rendered with the library's config reader and dispatches each
-//! request as nginx would ([`nginx_ketama::dispatch`]): the key bytes, then the route. Nothing here computes
-//! a key itself.
+//! This module reads what the key needs from the user's config; the requests and their judgement are
+//! [`crate::run::keyed`]'s.
 
 use nginx_ketama::config::Config;
 use nginx_ketama::config::expression::Expression;
-use rand::rngs::ChaCha8Rng;
-use rand::{RngExt, SeedableRng};
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
-use std::net::Ipv4Addr;
 
 /// What the key expression reads, and the `map` blocks that define its map variables.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,106 +102,6 @@ fn block_text(file: &std::path::Path, line: usize) -> Option<String> {
     None
 }
 
-/// One generated request: the client address it comes from and its head (request line and header lines,
-/// each ended by CRLF, without the final empty line).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Generated {
-    /// The source address (a port is chosen when connecting).
-    pub client: Ipv4Addr,
-    /// Request line and headers.
-    pub head: Vec<u8>,
-}
-
-/// `n` requests exercising `needs`, reproducible from `seed`.
-pub fn requests(needs: &Needs, seed: u64, n: usize) -> Vec<Generated> {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x006b_6579_6578_7072);
-    let args: Vec<&str> = needs.variables.iter().filter_map(|v| v.strip_prefix("arg_")).collect();
-    let cookies: Vec<&str> = needs.variables.iter().filter_map(|v| v.strip_prefix("cookie_")).collect();
-    let headers: Vec<String> = needs
-        .variables
-        .iter()
-        .filter_map(|v| v.strip_prefix("http_"))
-        .filter(|h| !matches!(*h, "host" | "cookie"))
-        .map(|h| h.replace('_', "-"))
-        .collect();
-    (0..n).map(|_| one(&mut rng, &args, &cookies, &headers)).collect()
-}
-
-/// Path segments: ordinary ones, and (one in ten) those nginx normalises or refuses.
-const SEGMENTS: &[&str] = &["a", "b", "img", "API", "x.png", "%41", "caf%C3%A9", "a+b", "~u", "%20", "v1"];
-const ODD_SEGMENTS: &[&str] = &["%2F", "%2e%2e", "%zz", "%4", "..", ".", "", "%00"];
-const VALUES: &[&str] = &["1", "42", "abc", "alpha", "north-eu", "ALPHA", "A%20B", "x+y", "", "%zz", "ü", "a=b", "7,8"];
-
-fn pick<'a>(rng: &mut ChaCha8Rng, from: &[&'a str]) -> &'a str {
-    from[rng.random_range(0..from.len())]
-}
-
-fn one(rng: &mut ChaCha8Rng, args: &[&str], cookies: &[&str], headers: &[String]) -> Generated {
-    let mut path = String::new();
-    for _ in 0..rng.random_range(1..=4) {
-        path.push('/');
-        if rng.random_range(0..8) == 0 {
-            path.push('/');
-        }
-        let segment = if rng.random_range(0..10) == 0 { pick(rng, ODD_SEGMENTS) } else { pick(rng, SEGMENTS) };
-        path.push_str(segment);
-    }
-    if rng.random_range(0..6) == 0 {
-        path.push('/');
-    }
-    let mut query: Vec<String> = Vec::new();
-    for name in args.iter().copied().chain(["q", "id"]) {
-        match rng.random_range(0..6) {
-            0 => {}
-            1 => query.push(format!("{}={}", name.to_ascii_uppercase(), pick(rng, VALUES))),
-            2 => query.push(name.to_string()),
-            3 => {
-                query.push(format!("{name}={}", pick(rng, VALUES)));
-                query.push(format!("{name}={}", pick(rng, VALUES)));
-            }
-            _ => query.push(format!("{name}={}", pick(rng, VALUES))),
-        }
-    }
-    let mut target = path;
-    if !query.is_empty() || rng.random_range(0..8) == 0 {
-        target.push('?');
-        target.push_str(&query.join("&"));
-    }
-    let method = ["GET", "GET", "GET", "POST", "PUT", "DELETE", "OPTIONS"][rng.random_range(0..7)];
-    let host = ["shop.example", "Shop.Example", "shop.example:8080", "SHOP.example.", "127.0.0.1", "a.b.test"]
-        [rng.random_range(0..6)];
-    let (line, host_header) = match rng.random_range(0..12) {
-        0 => (format!("{method} http://{host}{target} HTTP/1.1"), Some("ignored.example")),
-        1 => (format!("{method} {target} HTTP/1.0"), None),
-        _ => (format!("{method} {target} HTTP/1.1"), Some(host)),
-    };
-    let mut head = format!("{line}\r\n");
-    if let Some(h) = host_header {
-        let _ = write!(head, "Host: {h}\r\n");
-    }
-    if method != "GET" {
-        head.push_str("Content-Length: 0\r\n");
-    }
-    for name in headers {
-        for _ in 0..rng.random_range(0..=2) {
-            let _ = write!(head, "{name}: {}\r\n", pick(rng, VALUES));
-        }
-    }
-    if !cookies.is_empty() || rng.random_range(0..4) == 0 {
-        for _ in 0..rng.random_range(0..=2) {
-            let mut pairs: Vec<String> = Vec::new();
-            for name in cookies.iter().copied().chain(["sid"]) {
-                if rng.random_range(0..4) != 0 {
-                    pairs.push(format!("{name}={}", pick(rng, VALUES)));
-                }
-            }
-            let _ = write!(head, "Cookie: {}\r\n", pairs.join("; "));
-        }
-    }
-    let client = Ipv4Addr::new(127, rng.random_range(0..=255), rng.random_range(0..=255), rng.random_range(1..=254));
-    Generated { client, head: head.into_bytes() }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,21 +120,5 @@ mod tests {
             Some("map $http_x_t $t {\n    default \"}\";\n    ~^a # {\n    b 2; }")
         );
         assert_eq!(block_text(&file, 99), None);
-    }
-
-    #[test]
-    fn requests_carry_what_the_key_reads() {
-        let needs = Needs {
-            variables: vec!["arg_user".into(), "cookie_session".into(), "http_x_tenant".into()],
-            maps: Vec::new(),
-        };
-        let got = requests(&needs, 1, 200);
-        let text: Vec<String> = got.iter().map(|g| String::from_utf8_lossy(&g.head).into_owned()).collect();
-        assert!(text.iter().any(|t| t.contains("user=")));
-        assert!(text.iter().any(|t| t.contains("Cookie: ") && t.contains("session=")));
-        assert!(text.iter().any(|t| t.matches("x-tenant: ").count() == 2), "repeated headers");
-        assert!(text.iter().any(|t| t.contains("HTTP/1.0\r\n") && !t.contains("Host:")), "no Host");
-        assert!(got.iter().map(|g| g.client).collect::<BTreeSet<_>>().len() > 100, "many client addresses");
-        assert_eq!(got, requests(&needs, 1, 200), "reproducible");
     }
 }
