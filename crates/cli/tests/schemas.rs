@@ -92,8 +92,9 @@ fn outputs() -> Vec<(String, Value)> {
     docs
 }
 
-/// The outputs whose documents only a live run writes (checked in `verify_live.rs` and `report_live.rs`).
-const LIVE: [&str; 2] = ["nginx-ketama/mismatch/v1", "nginx-ketama/verify/v1"];
+/// The outputs whose documents only a live run writes (checked in `verify_live.rs`, `engines_live.rs` and
+/// `report_live.rs`).
+const LIVE: [&str; 3] = ["nginx-ketama/mismatch/v1", "nginx-ketama/engine-mismatch/v1", "nginx-ketama/verify/v1"];
 
 /// Every schema name the code gives an output: each `Schema("…")` in `src/` (`schema.rs` and the analysis
 /// commands' own).

@@ -192,9 +192,13 @@ pub fn keys(case: &Case, model: &Backend, forger: &Forger, rng: &mut Gen, random
     keys
 }
 
-/// The deliberately wrong model of `verify --engine haproxy --wrong-model`: every boundary of the answer
-/// one hash value early (a key at the last value of a segment goes to the next one; a tie between two
-/// nodes goes to the node above, as with `dp < dn`), which only keys at the boundaries can tell.
+/// The deliberately wrong model of `verify --engine haproxy --wrong-model`: on a `consistent` ring every
+/// boundary of the answer one hash value early (a key at the last value of a segment goes to the next
+/// one; a tie between two nodes goes to the node above, as with `dp < dn`), which only the keys at the
+/// boundaries can tell; `map-based` answers as the model does.
 pub fn wrong_pick(model: &Backend, key: &[u8]) -> Option<usize> {
-    model.pick_hash(model.options().hash(key).wrapping_add(1))
+    match model.options().method {
+        Method::Consistent => model.pick_hash(model.options().hash(key).wrapping_add(1)),
+        Method::MapBased => model.pick(key),
+    }
 }
