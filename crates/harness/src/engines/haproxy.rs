@@ -172,7 +172,7 @@ pub fn keys(case: &Case, model: &Backend, forger: &Forger, rng: &mut Gen, random
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut key = Vec::new();
     for i in 0..random {
-        sample_key(rng.next(), i as u64, &mut key);
+        sample_key(rng.next_u64(), i as u64, &mut key);
         keys.push(key.clone());
     }
     let at = |h: u32| -> Option<Vec<u8>> {

@@ -101,71 +101,56 @@ pub struct Progress<'a> {
 
 /// Why a proof could not run to its end (never a mismatch: the engine and the model were not compared).
 #[derive(Debug, thiserror::Error)]
-pub enum ProofError {
+#[error("{at}: {cause}")]
+pub struct ProofError {
+    /// Where: the engine and release, and the topology when one was running (`haproxy 3.0.11, topology 3
+    /// (consistent crc32)`).
+    pub at: String,
+    /// What went wrong.
+    pub cause: Box<Cause>,
+}
+
+/// What stopped a proof.
+#[derive(Debug, thiserror::Error)]
+pub enum Cause {
     /// A provisioned release the models lack.
-    #[error("a provisioned {engine} the models lack: {source}")]
-    Unmodelled {
-        /// The engine.
-        engine: Live,
-        /// The model's refusal.
-        #[source]
-        source: EngineError,
-    },
+    #[error("a provisioned release the models lack: {0}")]
+    Unmodelled(EngineError),
     /// A topology the model refuses (a bug of the generator).
-    #[error("{engine} {release}, topology {topology} ({label}): {source}")]
-    Model {
-        /// The engine.
-        engine: Live,
-        /// The release.
-        release: String,
-        /// The topology.
-        topology: usize,
-        /// What it sets.
-        label: String,
-        /// The model's refusal.
-        #[source]
-        source: EngineError,
-    },
+    #[error("the model refuses the topology: {0}")]
+    Model(EngineError),
     /// The engine did not start.
-    #[error("{engine} {release}, topology {topology} ({label}): {source}")]
-    Start {
-        /// The engine.
-        engine: Live,
-        /// The release.
-        release: String,
-        /// The topology.
-        topology: usize,
-        /// What it sets.
-        label: String,
-        /// Why.
-        #[source]
-        source: StartError,
-    },
+    #[error("{0}")]
+    Start(StartError),
     /// A request through the engine failed (no answer, connection refused).
-    #[error("{engine} {release}, topology {topology} ({label}): asking for key {key:?}: {source}")]
+    #[error("asking for key {key:?}: {source}")]
     Ask {
-        /// The engine.
-        engine: Live,
-        /// The release.
-        release: String,
-        /// The topology.
-        topology: usize,
-        /// What it sets.
-        label: String,
         /// The key, lossily printable.
         key: String,
         /// Why.
-        #[source]
         source: std::io::Error,
     },
 }
 
+impl ProofError {
+    fn new(build: &Build, topology: Option<(usize, &str)>, cause: Cause) -> ProofError {
+        let mut at = format!("{} {}", build.engine, build.release);
+        if let Some((index, label)) = topology {
+            at += &format!(", topology {index} ({label})");
+        }
+        ProofError { at, cause: Box::new(cause) }
+    }
+}
+
+/// The model's pick of a key: a server's index in the topology.
+type Pick = Box<dyn Fn(&[u8]) -> Option<usize>>;
+
 fn haproxy_release(build: &Build) -> Result<HaProxyRelease, ProofError> {
-    build.release.parse().map_err(|source| ProofError::Unmodelled { engine: build.engine, source })
+    build.release.parse().map_err(|e| ProofError::new(build, None, Cause::Unmodelled(e)))
 }
 
 fn caddy_release(build: &Build) -> Result<CaddyRelease, ProofError> {
-    build.release.parse().map_err(|source| ProofError::Unmodelled { engine: build.engine, source })
+    build.release.parse().map_err(|e| ProofError::new(build, None, Cause::Unmodelled(e)))
 }
 
 /// One topology, ready to run: its configuration, servers, keys and model.
@@ -174,7 +159,7 @@ struct Topology {
     config: Box<dyn Fn(u16) -> String>,
     servers: Vec<SocketAddr>,
     keys: Vec<Vec<u8>>,
-    pick: Box<dyn Fn(&[u8]) -> Option<usize>>,
+    pick: Pick,
 }
 
 /// Topology `index` of `build` (`backends`: at least [`BACKENDS`]).
@@ -191,15 +176,10 @@ fn topology(
             let release = haproxy_release(build)?;
             let kinds = haproxy::kinds(release);
             let case = haproxy::case(release, kinds[index % kinds.len()], backends, &mut rng);
-            let model = Backend::new(case.options, &case.servers).map_err(|source| ProofError::Model {
-                engine: build.engine,
-                release: build.release.clone(),
-                topology: index,
-                label: case.name.clone(),
-                source,
-            })?;
+            let model = Backend::new(case.options, &case.servers)
+                .map_err(|e| ProofError::new(build, Some((index, &case.name)), Cause::Model(e)))?;
             let keys = haproxy::keys(&case, &model, forger, &mut rng, options.keys.unwrap_or(haproxy::DEFAULT_KEYS));
-            let pick: Box<dyn Fn(&[u8]) -> Option<usize>> = match options.model {
+            let pick: Pick = match options.model {
                 ModelRule::Right => Box::new(move |key| model.pick(key)),
                 ModelRule::Wrong => Box::new(move |key| haproxy::wrong_pick(&model, key)),
             };
@@ -217,7 +197,7 @@ fn topology(
             let mut keys = Vec::new();
             let mut key = Vec::new();
             for i in 0..options.keys.unwrap_or(caddy::DEFAULT_KEYS) {
-                sample_key(rng.next(), i as u64, &mut key);
+                sample_key(rng.next_u64(), i as u64, &mut key);
                 keys.push(key.clone());
             }
             let label = format!("pool of {}", pool.len());
@@ -262,22 +242,13 @@ pub fn prove(
     };
     for &index in &indexes {
         let t = topology(build, index, backends.addrs(), options, &forger)?;
-        let running = start(build, &*t.config).map_err(|source| ProofError::Start {
-            engine: build.engine,
-            release: build.release.clone(),
-            topology: index,
-            label: t.label.clone(),
-            source,
-        })?;
+        let running =
+            start(build, &*t.config).map_err(|e| ProofError::new(build, Some((index, &t.label)), Cause::Start(e)))?;
         let before = report.mismatches.len();
         for key in &t.keys {
-            let real = ask(running.front(), key).map_err(|source| ProofError::Ask {
-                engine: build.engine,
-                release: build.release.clone(),
-                topology: index,
-                label: t.label.clone(),
-                key: String::from_utf8_lossy(key).into_owned(),
-                source,
+            let real = ask(running.front(), key).map_err(|source| {
+                let key = String::from_utf8_lossy(key).into_owned();
+                ProofError::new(build, Some((index, &t.label)), Cause::Ask { key, source })
             })?;
             let engine_said = real.map(|b| backends.addrs()[b]);
             let model_said = (t.pick)(key).map(|s| t.servers[s]);

@@ -10,11 +10,11 @@ impl Gen {
     /// be run alone.
     pub fn for_topology(seed: u64, index: usize) -> Gen {
         let mut g = Gen(seed ^ (index as u64).wrapping_add(1).wrapping_mul(0xd1b5_4a32_d192_ed03));
-        Gen(g.next())
+        Gen(g.next_u64())
     }
 
     /// The next value.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -24,7 +24,7 @@ impl Gen {
 
     /// A value below `n` (`n` > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next_u64() % n
     }
 }
 
@@ -34,7 +34,7 @@ mod tests {
 
     #[test]
     fn a_topology_stream_depends_on_the_seed_and_the_index_only() {
-        let first = |seed, index| Gen::for_topology(seed, index).next();
+        let first = |seed, index| Gen::for_topology(seed, index).next_u64();
         assert_eq!(first(7, 3), first(7, 3));
         assert_ne!(first(7, 3), first(7, 4));
         assert_ne!(first(7, 3), first(8, 3));
