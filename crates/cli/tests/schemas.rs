@@ -61,6 +61,7 @@ fn outputs() -> Vec<(String, Value)> {
         keys,
     ]);
     one(&["diff", "--from", a, "--to", b, "--engine", "ingress-nginx"]);
+    one(&["diff", "--from", a, "--to", b, "--engine", "caddy", "--keys", keys]);
     one(&["diff", "--from", a, "--to", b, "--engine", "envoy", "--samples", "2000"]);
     one(&["migrate", "--config", a, "--to", "apisix,kong", "--samples", "2000"]);
     one(&["migrate", "--config", a, "--to", "ingress-nginx", "--backends", ingress.to_str().unwrap()]);
