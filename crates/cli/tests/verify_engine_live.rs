@@ -2,11 +2,13 @@
 //! (`scripts/provision-engines`; `$NGINX_KETAMA_ENGINES_DIR`), through the command. Each release's row
 //! says 0 mismatches and the run exits 0; a deliberately wrong model (`--wrong-model`) is caught — on
 //! HAProxy only by the keys at the ring's boundaries — and exits 1 with its mismatches in `--mismatches`
-//! (each line following `docs/schemas/engine-mismatch.v1.json`). Without provisioned engines the live
-//! tests print a loud `SKIP:` line and pass, unless `NGINX_PARITY=require`. Exits 2 (an engine that does
+//! (each line following `docs/schemas/engine-mismatch.v1.json`); an interrupted run leaves no engine and
+//! no directory. Without provisioned engines the live tests print a loud `SKIP:` line and pass, unless
+//! `NGINX_PARITY=require`. Exits 2 (an engine that does
 //! not run here, a flag that does not apply) and 3 (not provisioned) need nothing provisioned.
 
 use nginx_ketama_harness::engines::install::{Build, Live, builds, default_root};
+use nginx_ketama_harness::nginx::owner::stat;
 use nginx_ketama_harness::testkit::{report, skip};
 use serde_json::Value;
 use std::path::Path;
@@ -14,6 +16,8 @@ use std::process::{Command, Output};
 
 #[path = "support/common.rs"]
 mod common;
+#[path = "support/processes.rs"]
+mod processes;
 #[path = "support/schemas.rs"]
 mod schemas;
 
@@ -86,10 +90,8 @@ fn verify_engine_caddy_proves_every_provisioned_release() {
 /// The mutation check: `--wrong-model` runs `engine`'s newest release against a wrong rule; the run
 /// exits 1, says how many mismatches and where, and every line of the file follows its schema. Returns
 /// the lines.
-fn wrong_model_is_caught(engine: Live, args: &[&str]) -> Option<Vec<Value>> {
+fn wrong_model_is_caught(engine: Live, file: &Path, args: &[&str]) -> Option<Vec<Value>> {
     let newest = provisioned(engine)?.pop()?;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("m.jsonl");
     let target = format!("{engine}@{}", newest.release);
     let mut all = vec!["--engine", &target, "--wrong-model", "--mismatches", file.to_str().unwrap()];
     all.extend(args);
@@ -100,7 +102,7 @@ fn wrong_model_is_caught(engine: Live, args: &[&str]) -> Option<Vec<Value>> {
     assert!(found > 0, "{stdout}");
     assert!(stdout.contains(&format!("{found} mismatches; all of them are in {}", file.display())), "{stdout}");
     let lines: Vec<Value> =
-        std::fs::read_to_string(&file).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        std::fs::read_to_string(file).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), found);
     for line in &lines {
         assert_eq!(schemas::check(line), "nginx-ketama/engine-mismatch/v1");
@@ -119,7 +121,10 @@ fn wrong_model_is_caught(engine: Live, args: &[&str]) -> Option<Vec<Value>> {
 /// `hash-key` and backup rings that hash with `crc32`): random keys alone would not see it.
 #[test]
 fn a_wrong_haproxy_model_is_caught_by_the_boundary_keys() {
-    let Some(lines) = wrong_model_is_caught(Live::HaProxy, &["--keys", "20"]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let Some(lines) = wrong_model_is_caught(Live::HaProxy, &dir.path().join("m.jsonl"), &["--keys", "20"]) else {
+        return;
+    };
     for line in &lines {
         let kind = line["topology_kind"].as_str().unwrap();
         let boundary_keyed = ["consistent crc32", "consistent none", "hash-key", "backups consistent"]
@@ -135,10 +140,26 @@ fn a_wrong_haproxy_model_is_caught_by_the_boundary_keys() {
     }
 }
 
-/// A Caddy model with the other release's hash is caught on random keys.
+/// A Caddy model with the other release's hash is caught on random keys; a passing run at the same path
+/// then removes that earlier run's mismatch file, as `verify` does with nginx's.
 #[test]
 fn a_wrong_caddy_model_is_caught() {
-    wrong_model_is_caught(Live::Caddy, &["--topologies", "1", "--keys", "30"]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("m.jsonl");
+    let args = ["--topologies", "1", "--keys", "30"];
+    if wrong_model_is_caught(Live::Caddy, &file, &args).is_none() {
+        return;
+    }
+    let mut all = vec!["--engine", "caddy", "--mismatches", file.to_str().unwrap()];
+    all.extend(args);
+    let out = verify(&default_root(), &all);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains(&format!("removed {}: it held the mismatches of an earlier run", file.display())),
+        "{stdout}"
+    );
+    assert!(!file.exists());
 }
 
 /// Engines that do not run here exit 2 and say so as docs/engines.md does; nothing is started.
@@ -206,4 +227,56 @@ fn flags_that_do_not_apply_are_refused() {
     std::fs::write(build.join("run"), "#!/bin/sh\nexit 1\n").unwrap();
     let stderr = common::fails(&verify(empty.path(), &["--engine", "caddy", "--only", "4"]));
     assert!(stderr.contains("--only 4 is out of range: caddy 2.6.2 runs 4 topologies"), "{stderr}");
+}
+
+/// The directories `/tmp/nk-<pid>-*` the process `pid` made (the harness's scratch directories).
+fn scratch_of(pid: u32) -> Vec<std::path::PathBuf> {
+    let prefix = format!("nk-{pid}-");
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// The running processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&child| stat(child).is_some_and(|s| s.running() && s.ppid == pid as i32))
+        .collect()
+}
+
+/// Interrupted while an engine runs: exit 130, the engine stopped (by the kernel: `PR_SET_PDEATHSIG`), its
+/// scratch directory removed by the signal handling.
+#[test]
+fn an_interrupted_run_leaves_no_engine_and_no_directory() {
+    let Some(first) = provisioned(Live::Caddy).and_then(|b| b.into_iter().next()) else { return };
+    let target = format!("caddy@{}", first.release);
+    let mut cmd = Command::new(CLI);
+    cmd.args(["verify", "--engine", &target, "--topologies", "1000", "--keys", "5"]);
+    cmd.env("NGINX_KETAMA_ENGINES_DIR", default_root()).stdout(std::process::Stdio::piped());
+    cmd.stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let mut engines = Vec::new();
+    let started = processes::within(std::time::Duration::from_secs(60), || {
+        engines = children_of(pid);
+        !engines.is_empty() && !scratch_of(pid).is_empty()
+    });
+    // SAFETY: the process this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = processes::wait_bounded(child, std::time::Duration::from_secs(60));
+    assert!(started, "no engine started within 60 s: {}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("stopped by SIGINT"), "{}", text(&out.stderr));
+    let gone = |p: &i32| stat(*p).is_none_or(|s| !s.running());
+    assert!(
+        processes::within(std::time::Duration::from_secs(10), || engines.iter().all(gone)),
+        "left running: {engines:?}"
+    );
+    assert_eq!(scratch_of(pid), Vec::<std::path::PathBuf>::new());
 }

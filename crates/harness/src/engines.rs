@@ -1,7 +1,9 @@
 //! The other proxies that run here, HAProxy and Caddy, against their models (issue 23): every provisioned
 //! build (`scripts/provision-engines`, engines/README.md) started on 127.0.0.1 in front of echo backends in
 //! this process, and the backend each key reaches compared with the model's pick
-//! (`nginx_ketama::engines`). It imports nothing of the nginx layers: no nginx runs in these proofs.
+//! (`nginx_ketama::engines`). No nginx runs in these proofs: of the layers above it imports only the
+//! scratch directories (`nginx::scratch`, `nginx::local::fresh_prefix`), so that an interrupted run leaves
+//! nothing behind.
 //!
 //! * [`install`]: the provisioned builds (`.engines/<engine>-<release>/run`) and the release a command
 //!   line names.

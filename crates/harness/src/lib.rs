@@ -22,8 +22,8 @@
 //! 6. [`proofs`]: the drivers — [`sweep`](proofs::sweep) (`verify`), [`own_config`](proofs::own_config)
 //!    (`verify --config`) and the [`shim`](proofs::shim) line protocol for other implementations.
 //! 7. [`engines`]: HAProxy and Caddy against their models (`verify --engine`, `tests/engines_live.rs`):
-//!    the provisioned builds, the engine processes, echo backends, random topologies, the driver; it
-//!    imports nothing of the nginx layers.
+//!    the provisioned builds, the engine processes, echo backends, random topologies, the driver; of the
+//!    nginx layers it uses only the scratch directories.
 //!
 //! [`testkit`] holds what the integration tests share, on top of everything.
 

@@ -1,8 +1,12 @@
 //! One engine build as a process: started by its `run` wrapper in a scratch directory holding its
 //! configuration, on a free 127.0.0.1 port, and stopped when its guard drops — or by the kernel when the
-//! thread that started it dies (`PR_SET_PDEATHSIG`), so that nothing outlives a killed run.
+//! thread that started it dies (`PR_SET_PDEATHSIG`), so that nothing outlives a killed run. The directory
+//! is one of the harness's scratch directories ([`crate::nginx::scratch`]): removed when dropped, by the
+//! CLI's signal handling when interrupted, and by `nginx-ketama cleanup` after a `SIGKILL`.
 
 use super::install::{Build, Live};
+use crate::nginx::local::fresh_prefix;
+use crate::nginx::scratch::ScratchDir;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
@@ -58,7 +62,7 @@ pub struct Running {
     child: Child,
     front: SocketAddr,
     config: String,
-    _dir: tempfile::TempDir,
+    dir: ScratchDir,
 }
 
 impl Running {
@@ -102,7 +106,8 @@ pub fn start(build: &Build, config: &dyn Fn(u16) -> String) -> Result<Running, S
     };
     let (file, args) = invocation(build.engine);
     for _ in 0..PORT_TRIES {
-        let dir = tempfile::tempdir().map_err(io("a scratch directory"))?;
+        let dir =
+            fresh_prefix().map_err(|e| std::io::Error::other(format!("{e:#}"))).map_err(io("a scratch directory"))?;
         let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(io("a free port"))?.port();
         let text = config(port);
         std::fs::write(dir.path().join(file), &text).map_err(io("writing the configuration"))?;
@@ -125,11 +130,11 @@ pub fn start(build: &Build, config: &dyn Fn(u16) -> String) -> Result<Running, S
             });
         }
         let child = cmd.spawn().map_err(io("starting"))?;
-        let mut running = Running { child, front: SocketAddr::from(([127, 0, 0, 1], port)), config: text, _dir: dir };
+        let mut running = Running { child, front: SocketAddr::from(([127, 0, 0, 1], port)), config: text, dir };
         let deadline = Instant::now() + LISTEN_WITHIN;
         loop {
             if let Some(status) = running.child.try_wait().map_err(io("waiting"))? {
-                let stderr = std::fs::read_to_string(running._dir.path().join("stderr")).unwrap_or_default();
+                let stderr = std::fs::read_to_string(running.dir.path().join("stderr")).unwrap_or_default();
                 if stderr.contains("ddress already in use") {
                     break;
                 }
