@@ -196,6 +196,17 @@ fn an_engine_not_provisioned_exits_3() {
     let stderr = text(&out.stderr);
     assert!(stderr.contains("haproxy 3.0 is not provisioned") && stderr.contains("(provisioned: 2.2.9)"), "{stderr}");
     assert!(stderr.contains("scripts/provision-engines haproxy:3.0"), "{stderr}");
+    // A build that does not start: a harness fault, with what it said, never a pass or a mismatch.
+    std::fs::write(build.join("run"), "#!/bin/sh\necho 'no such engine' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(build.join("run"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = verify(empty.path(), &["--engine", "haproxy", "--topologies", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stdout));
+    let all = text(&out.stdout) + &text(&out.stderr);
+    assert!(
+        all.contains("haproxy 2.2.9, topology 0") && all.contains("exited (exit status: 1) before listening"),
+        "{all}"
+    );
+    assert!(all.contains("no such engine") && all.contains("harness fault: this run proves nothing"), "{all}");
 }
 
 /// What does not apply to an engine is refused before anything runs: nginx's flags, engine options, a

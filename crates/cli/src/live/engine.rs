@@ -60,7 +60,7 @@ pub(crate) fn verify_engine(args: &VerifyArgs, target: &EngineTarget) -> Verdict
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut reports = Vec::new();
-    let mut faults = 0;
+    let mut faults = Vec::new();
     for build in &builds {
         bar.set_prefix(format!("{engine} {}", build.release));
         bar.set_position(0);
@@ -77,14 +77,18 @@ pub(crate) fn verify_engine(args: &VerifyArgs, target: &EngineTarget) -> Verdict
         });
         match result {
             Ok(report) => reports.push(report),
-            Err(e) => {
-                bar.println(format!("harness fault: {e}"));
-                faults += 1;
-            }
+            Err(e) => faults.push(e),
         }
     }
     bar.finish_and_clear();
     print!("{}", table(&reports));
+    // Why a release was not proven, with what the engine said (its stderr, its configuration).
+    for e in &faults {
+        println!("harness fault: {}", e.at);
+        for line in e.cause.to_string().lines() {
+            println!("    {line}");
+        }
+    }
     let mismatches: Vec<(&ReleaseReport, &Mismatch)> =
         reports.iter().flat_map(|r| r.mismatches.iter().map(move |m| (r, m))).collect();
     for (r, m) in mismatches.iter().take(5) {
@@ -101,7 +105,7 @@ pub(crate) fn verify_engine(args: &VerifyArgs, target: &EngineTarget) -> Verdict
     }
     let tally = Tally {
         mismatches: mismatches.len(),
-        harness_faults: faults,
+        harness_faults: faults.len(),
         compared: reports.iter().map(|r| r.requests).sum(),
         ..Tally::default()
     };
