@@ -180,6 +180,20 @@ impl Engine {
         }
     }
 
+    /// The engine and release its model is read from, as output names them (`Envoy 1.36`): "modelled
+    /// from Envoy 1.36 source, not proven live".
+    pub fn modelled_from(&self) -> String {
+        match self {
+            Engine::HaProxy(o) => format!("HAProxy {}", o.release),
+            Engine::Caddy(r) => format!("Caddy {r}"),
+            Engine::IngressNginx => "ingress-nginx controller-v1.15.1".into(),
+            Engine::Apisix => "APISIX 3.18.0".into(),
+            Engine::Envoy(_) => "Envoy 1.36".into(),
+            Engine::Kong { .. } => "Kong 3.9.3".into(),
+            Engine::Traefik => "Traefik v3.7.9".into(),
+        }
+    }
+
     /// The engine's model over `backends` (in configuration order).
     ///
     /// # Errors
@@ -456,6 +470,21 @@ mod tests {
             "unknown engine \"nginx\" (expected haproxy, caddy, ingress-nginx, apisix, envoy, kong or traefik)"
         );
         assert_eq!(err("caddy:ip_hash"), "caddy: invalid option \"ip_hash\" (expected none)");
+    }
+
+    /// What output says of an engine that does not run here is what docs/engines.md says of it, and its
+    /// release is the one its source is cited at.
+    #[test]
+    fn engines_not_run_here_are_named_as_the_docs_name_them() {
+        let docs = include_str!("../docs/engines.md");
+        for s in ["ingress-nginx", "apisix", "envoy", "kong", "traefik"] {
+            let e: Engine = s.parse().unwrap();
+            assert!(!e.proven_live(), "{s}");
+            let said = format!("modelled from {} source, not proven live", e.modelled_from());
+            assert!(docs.contains(&said), "docs/engines.md lacks {said:?}");
+            let release = e.modelled_from().rsplit(' ').next().unwrap().to_string();
+            assert!(e.source().contains(release.trim_start_matches('v')), "{s}: {release} vs {}", e.source());
+        }
     }
 
     /// lua-resty-balancer's `t/chash.t` TEST 2 ("compare with nginx chash") runs APISIX's ids (`:` → NUL)

@@ -9,7 +9,7 @@
 use super::compare::{Method, sample_key};
 use super::diff::Diff;
 use super::picks::{HASH_SPACE, Pick, PickMap};
-use crate::engines::{Backend, Engine, EngineError, envoy, haproxy, kong};
+use crate::engines::{Backend, Engine, EngineError, Model, envoy, haproxy, kong};
 use std::net::SocketAddr;
 
 /// What an engine moves when its server list changes from `before` to `after`: servers are matched by
@@ -86,6 +86,71 @@ impl EngineDiff {
             }
         }
         Ok(d)
+    }
+
+    /// The engine's moves over real keys, counted one at a time ([`EngineKeyTally::add`]) in constant
+    /// memory: each key as the configuration before and after computes it (the same twice unless the
+    /// change changes the key expression).
+    ///
+    /// # Errors
+    ///
+    /// [`EngineError`]: settings or a server list the engine refuses.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use nginx_ketama::analysis::compare::Method;
+    /// use nginx_ketama::analysis::migrate::EngineDiff;
+    /// use nginx_ketama::engines::Backend;
+    ///
+    /// let servers = |n: u8| (1..=n).map(|i| Backend::new(format!("10.0.0.{i}:80").parse().unwrap(), 1)).collect::<Vec<_>>();
+    /// let mut tally = EngineDiff::over_keys("caddy".parse()?, &servers(3), &servers(3))?;
+    /// tally.add(b"/a", b"/a");
+    /// tally.add(b"/b", b"/b");
+    /// let d = tally.finish();
+    /// assert_eq!((d.method, d.total, d.moved), (Method::Keys, 2, 0));
+    /// # Ok::<(), nginx_ketama::engines::EngineError>(())
+    /// ```
+    pub fn over_keys(engine: Engine, before: &[Backend], after: &[Backend]) -> Result<EngineKeyTally, EngineError> {
+        Ok(EngineKeyTally {
+            a: engine.model(before)?,
+            b: engine.model(after)?,
+            before: before.to_vec(),
+            after: after.to_vec(),
+            diff: EngineDiff { method: Method::Keys, total: 0, moved: 0, between_kept: 0 },
+        })
+    }
+}
+
+/// An engine's moves over real keys, as they come ([`EngineDiff::over_keys`]).
+#[derive(Debug, Clone)]
+pub struct EngineKeyTally {
+    a: Model,
+    b: Model,
+    before: Vec<Backend>,
+    after: Vec<Backend>,
+    diff: EngineDiff,
+}
+
+impl EngineKeyTally {
+    /// Counts one request: its key before the change and after it.
+    pub fn add(&mut self, from_key: &[u8], to_key: &[u8]) {
+        let from = self.a.pick(from_key).map(|i| self.before[i].addr);
+        let to = self.b.pick(to_key).map(|i| self.after[i].addr);
+        let kept = |x: SocketAddr| self.before.iter().any(|b| b.addr == x) && self.after.iter().any(|b| b.addr == x);
+        let d = &mut self.diff;
+        d.total += 1;
+        if from != to {
+            d.moved += 1;
+            if from.is_some_and(kept) && to.is_some_and(kept) {
+                d.between_kept += 1;
+            }
+        }
+    }
+
+    /// What was counted.
+    pub fn finish(self) -> EngineDiff {
+        self.diff
     }
 }
 

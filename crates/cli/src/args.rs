@@ -521,6 +521,80 @@ pub(crate) struct FailAgreementBelow {
     pub(crate) fail_agreement_below: Option<Percent>,
 }
 
+/// `--engine ENGINE[@RELEASE]` (`verify`): the proxy whose model is proven against the real engine instead
+/// of nginx, and the hidden `--wrong-model` that shows the proof catches a wrong rule. The flags that
+/// concern nginx are refused with it.
+#[cfg(feature = "live")]
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct EngineUnderProof {
+    /// Prove this proxy's model against the real engine instead of the library against nginx: haproxy or
+    /// caddy, every provisioned release (scripts/provision-engines) or the one named as engines/versions
+    /// names it (haproxy@3.0.11, haproxy@3.2.x, caddy@2.6). Random topologies (--topologies, default one
+    /// of each kind), random keys (--keys) and keys at both ends of every ring segment where the key's hash
+    /// is computable, seeded by --seed; mismatches go to --mismatches. Exit 0 proven, 1 on mismatches, 2 for
+    /// an engine that does not run here (envoy, kong, traefik, ingress-nginx, apisix), 3 when it is not
+    /// provisioned.
+    #[arg(
+        long,
+        value_name = "ENGINE[@RELEASE]",
+        value_parser = EngineTarget::parse,
+        conflicts_with_all = [
+            "config", "upstream", "failure_runs", "backend", "versions", "libc", "nginx", "image", "nginx_dir",
+            "shim", "keep_going", "max_servers", "no_ring_proof", "no_failure_kinds", "stream_sessions",
+            "repeat", "reports",
+        ]
+    )]
+    pub(crate) engine: Option<EngineTarget>,
+    /// With --engine: compare with a deliberately wrong model (HAProxy: every boundary one hash value early,
+    /// ties to the node above; Caddy: the other release's hash), which the proof must catch.
+    #[arg(long, hide = true, requires = "engine")]
+    pub(crate) wrong_model: bool,
+}
+
+/// What `verify --engine` names: an engine that runs here (and maybe one release of it), or one that is
+/// only modelled from source.
+#[cfg(feature = "live")]
+#[derive(Debug, Clone)]
+pub(crate) enum EngineTarget {
+    /// HAProxy or Caddy: every provisioned release, or the one named (`3.0.11`, `3.2.x`, `2.6`).
+    Live {
+        /// The engine.
+        engine: nginx_ketama_harness::engines::install::Live,
+        /// The release asked for.
+        release: Option<String>,
+    },
+    /// An engine that does not run here.
+    Modelled(nginx_ketama::engines::Engine),
+}
+
+#[cfg(feature = "live")]
+impl EngineTarget {
+    /// `ENGINE[@RELEASE]`: a release the model lacks and options (`haproxy:crc32`: the topologies cover
+    /// every option) are refused.
+    fn parse(s: &str) -> std::result::Result<EngineTarget, String> {
+        use nginx_ketama::engines::{Engine, caddy, haproxy};
+        use nginx_ketama_harness::engines::install::Live;
+        let (head, options) = s.split_once(':').map_or((s, None), |(h, o)| (h, Some(o)));
+        let (name, release) = head.split_once('@').map_or((head, None), |(n, r)| (n, Some(r)));
+        let Some(engine) = Live::named(name) else {
+            return s.parse::<Engine>().map(EngineTarget::Modelled).map_err(|e| e.to_string());
+        };
+        if options.is_some() {
+            return Err(format!("{name}: takes no options here (ENGINE[@RELEASE]): its topologies cover every option"));
+        }
+        if let Some(release) = release {
+            // `3.2.x` is the series, as engines/versions writes it.
+            let series = release.strip_suffix(".x").unwrap_or(release);
+            let modelled = match engine {
+                Live::HaProxy => series.parse::<haproxy::Release>().map(|_| ()),
+                Live::Caddy => series.parse::<caddy::Release>().map(|_| ()),
+            };
+            modelled.map_err(|e| e.to_string())?;
+        }
+        Ok(EngineTarget::Live { engine, release: release.map(str::to_string) })
+    }
+}
+
 /// For `#[command(mut_args(…))]`: the help of the flag `id` in one command, where it means more there than
 /// its shared definition says (the flag keeps its place in the help and the completions).
 pub(crate) fn help_of(id: &'static str, help: &'static str) -> impl FnMut(clap::Arg) -> clap::Arg {

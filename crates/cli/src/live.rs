@@ -1,5 +1,6 @@
 //! The commands that run nginx or a port, through the harness crate (feature `live`).
 
+pub(crate) mod engine;
 pub(crate) mod findings;
 pub(crate) mod interrupt;
 pub(crate) mod own_config;

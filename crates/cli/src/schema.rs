@@ -17,6 +17,9 @@ pub(crate) const ROUTE_REQUEST: Schema = Schema("nginx-ketama/route-request/v1")
 /// Each line of `verify`'s mismatch file (`--mismatches`).
 #[cfg_attr(not(feature = "live"), allow(dead_code))]
 pub(crate) const MISMATCH: Schema = Schema("nginx-ketama/mismatch/v1");
+/// Each line of `verify --engine`'s mismatch file (`--mismatches`).
+#[cfg_attr(not(feature = "live"), allow(dead_code))]
+pub(crate) const ENGINE_MISMATCH: Schema = Schema("nginx-ketama/engine-mismatch/v1");
 /// `verify --report json=FILE`.
 #[cfg_attr(not(feature = "live"), allow(dead_code))]
 pub(crate) const VERIFY: Schema = Schema("nginx-ketama/verify/v1");

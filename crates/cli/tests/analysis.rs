@@ -709,6 +709,70 @@ fn diff_on_an_engine_shows_both_sides() {
     assert!(err.contains("cannot be used with"), "{err}");
 }
 
+/// `diff --engine` over real keys (`--keys`, `--log`): nginx's side is `diff --keys`'s own figure, every key
+/// is counted once on each side, APISIX's ring (nginx's over IPv4 lines of equal weights, lua-resty-balancer's
+/// `t/chash.t` TEST 2) moves exactly the keys nginx moves, and ingress-nginx, adding a server, moves none
+/// between the servers that stay.
+#[test]
+fn diff_on_an_engine_counts_real_keys() {
+    let a = conf("ka.conf", FIVE);
+    let b = conf("kb.conf", &FIVE.replace("127.0.0.1:9005;", "127.0.0.1:9005;\n  server 127.0.0.1:9006;"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let keys: String = (0..2000).map(|i| format!("/obj/{i}\n")).collect();
+    let file = TempFile::new("keys.txt", &keys);
+    let k = file.to_str().unwrap();
+    let plain = json(&run(&["diff", "--from", a, "--to", b, "--keys", k, "--format", "json"], b""));
+    let nginx_moved = plain["keys"]["moved"].as_u64().unwrap();
+    assert!(nginx_moved > 0 && nginx_moved < 2000, "{plain}");
+    for engine in ["apisix", "ingress-nginx", "caddy", "envoy"] {
+        let doc =
+            json(&run(&["diff", "--from", a, "--to", b, "--engine", engine, "--keys", k, "--format", "json"], b""));
+        let keys = &doc["keys"];
+        assert_eq!(keys["source"].as_str(), Some(k));
+        let sides = keys["sides"].as_array().unwrap();
+        assert_eq!(sides.len(), 2);
+        for side in sides {
+            assert_eq!((side["counted"].as_str(), side["total"].as_u64()), (Some("keys"), Some(2000)), "{side}");
+            assert!(side["moved_interval"].is_null());
+        }
+        assert_eq!(sides[0]["moved"].as_u64(), Some(nginx_moved), "{engine}");
+        assert_eq!(sides[0]["between_kept"].as_u64(), Some(0));
+        match engine {
+            "apisix" => assert_eq!(sides[1]["moved"].as_u64(), Some(nginx_moved)),
+            "ingress-nginx" => assert_eq!(sides[1]["between_kept"].as_u64(), Some(0)),
+            _ => assert!(sides[1]["moved"].as_u64().unwrap() > 0),
+        }
+        // The hash-space figures are unchanged by the keys.
+        let alone = json(&run(&["diff", "--from", a, "--to", b, "--engine", engine, "--format", "json"], b""));
+        assert_eq!(alone["sides"], doc["sides"], "{engine}");
+        assert!(alone.get("keys").is_none());
+    }
+    let table = ok(&run(&["diff", "--from", a, "--to", b, "--engine", "apisix", "--keys", k], b""));
+    assert!(table.contains(&format!("over the 2000 keys of {k}:")), "{table}");
+    let csv = ok(&run(&["diff", "--from", a, "--to", b, "--engine", "apisix", "--keys", k, "--format", "csv"], b""));
+    assert_eq!(csv.lines().count(), 5, "{csv}");
+    // Logged requests: each key as each side's configuration computes it.
+    let site = |upstream: &str| {
+        format!(
+            "events {{}}\nhttp {{\n  log_format main '$remote_addr \"$request\" \"$http_host\"';\n  {upstream}\n  \
+             server {{ listen 8080; server_name app.test; location / {{ proxy_pass http://app; }} }}\n}}\n"
+        )
+    };
+    let sa = TempFile::new("sa.conf", site(FIVE));
+    let sb =
+        TempFile::new("sb.conf", site(&FIVE.replace("127.0.0.1:9005;", "127.0.0.1:9005;\n  server 127.0.0.1:9006;")));
+    let lines: String = (0..500).map(|i| format!("10.0.0.1 \"GET /?k={i} HTTP/1.1\" \"app.test\"\n")).collect();
+    let log = TempFile::new("access.log", &lines);
+    let (sa, sb, log) = (sa.to_str().unwrap(), sb.to_str().unwrap(), log.to_str().unwrap());
+    let logged = ["--log", log, "--log-format", "main", "--format", "json"];
+    let plain = json(&run(&[&["diff", "--from", sa, "--to", sb][..], &logged].concat(), b""));
+    let doc = json(&run(&[&["diff", "--from", sa, "--to", sb, "--engine", "apisix"][..], &logged].concat(), b""));
+    let sides = doc["keys"]["sides"].as_array().unwrap();
+    assert_eq!(sides[0]["total"].as_u64(), Some(500));
+    assert_eq!(sides[0]["moved"], plain["keys"]["moved"]);
+    assert_eq!(sides[1]["moved"], plain["keys"]["moved"], "APISIX moves what nginx moves: {doc}");
+}
+
 const TWO_UPSTREAMS: &str = "upstream app {\n  hash $request_uri consistent;\n  server 10.0.0.1:8080;\n  server 10.0.0.2:8080;\n  server 10.0.0.3:8080;\n}\nupstream cache {\n  hash $arg_k consistent;\n  server 10.0.1.1:11211 weight=2;\n  server 10.0.1.2:11211;\n}\nupstream sock {\n  hash $uri consistent;\n  server unix:/run/a.sock;\n}\nupstream rr {\n  server 10.0.2.1;\n}";
 
 /// `migrate`: every hash upstream, every setting, one best per upstream and engine. APISIX over IPv4

@@ -61,6 +61,7 @@ fn outputs() -> Vec<(String, Value)> {
         keys,
     ]);
     one(&["diff", "--from", a, "--to", b, "--engine", "ingress-nginx"]);
+    one(&["diff", "--from", a, "--to", b, "--engine", "caddy", "--keys", keys]);
     one(&["diff", "--from", a, "--to", b, "--engine", "envoy", "--samples", "2000"]);
     one(&["migrate", "--config", a, "--to", "apisix,kong", "--samples", "2000"]);
     one(&["migrate", "--config", a, "--to", "ingress-nginx", "--backends", ingress.to_str().unwrap()]);
@@ -92,8 +93,9 @@ fn outputs() -> Vec<(String, Value)> {
     docs
 }
 
-/// The outputs whose documents only a live run writes (checked in `verify_live.rs` and `report_live.rs`).
-const LIVE: [&str; 2] = ["nginx-ketama/mismatch/v1", "nginx-ketama/verify/v1"];
+/// The outputs whose documents only a live run writes (checked in `verify_live.rs`, `engines_live.rs` and
+/// `report_live.rs`).
+const LIVE: [&str; 3] = ["nginx-ketama/mismatch/v1", "nginx-ketama/engine-mismatch/v1", "nginx-ketama/verify/v1"];
 
 /// Every schema name the code gives an output: each `Schema("…")` in `src/` (`schema.rs` and the analysis
 /// commands' own).

@@ -3,7 +3,7 @@
 //! The live conformance harness: real nginx on one side, this library on the other, the same requests
 //! sent to both, and every `$upstream_addr` compared.
 //!
-//! Six layers, each a folder named for its job; a layer imports only from the layers above it in this
+//! Seven layers, each a folder named for its job; a layer imports only from the layers above it in this
 //! list (never from one below it, never in a circle):
 //!
 //! 1. [`site`]: what nginx is given to serve — random upstream [`topology`](site::topology) in every legal
@@ -21,10 +21,14 @@
 //! 5. [`golden`]: recording the catalog from nginx, the records, and everything derived from them.
 //! 6. [`proofs`]: the drivers — [`sweep`](proofs::sweep) (`verify`), [`own_config`](proofs::own_config)
 //!    (`verify --config`) and the [`shim`](proofs::shim) line protocol for other implementations.
+//! 7. [`engines`]: HAProxy and Caddy against their models (`verify --engine`, `tests/engines_live.rs`):
+//!    the provisioned builds, the engine processes, echo backends, random topologies, the driver; of the
+//!    nginx layers it uses only the scratch directories.
 //!
 //! [`testkit`] holds what the integration tests share, on top of everything.
 
 pub mod catalog;
+pub mod engines;
 pub mod golden;
 pub mod nginx;
 pub mod proofs;

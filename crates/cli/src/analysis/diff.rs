@@ -81,9 +81,9 @@ pub(crate) struct Args {
     /// Also what this proxy moves for the same change, beside nginx: ENGINE as `compare --against` takes
     /// it (haproxy…, caddy…, ingress-nginx, apisix, envoy…, kong…, traefik), given each side's primary
     /// peers by address. Exact where the proxy hashes the key with CRC-32 on intervals, else sampled
-    /// (docs/engines.md).
+    /// (docs/engines.md); with --keys, --requests or --log, also both over those keys.
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine,
-          conflicts_with_all = ["failed", "keys", "requests", "log", "svg", "fail_moved_above"])]
+          conflicts_with_all = ["failed", "svg", "fail_moved_above"])]
     engine: Option<Engine>,
     /// With --engine, when sampled: how many random keys.
     #[arg(long, default_value_t = 100_000, requires = "engine")]
@@ -130,6 +130,18 @@ struct EngineDiffJson<'a> {
     provenance: String,
     /// `nginx` first (exact), then the engine.
     sides: rows::Json<'a>,
+    /// With `--keys`, `--requests` or `--log`: both over those keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<EngineKeysJson<'a>>,
+}
+
+/// `diff --engine`'s figures over real keys.
+#[derive(serde::Serialize)]
+struct EngineKeysJson<'a> {
+    /// The file the keys were read from.
+    source: String,
+    /// `nginx` first, then the engine, both counted over the keys.
+    sides: rows::Json<'a>,
 }
 
 /// `diff --engine`: nginx's moves (exact) and the engine's (exact or sampled) for the same change, one
@@ -144,17 +156,27 @@ fn on_engine(
     let before = engine_backends(&from.upstream)?;
     let after = engine_backends(&to.upstream)?;
     let theirs = EngineDiff::of(engine, &before, &after, args.samples, args.seed)?;
-    let mut rows = Rows::new(vec![
-        Column::text("side"),
-        Column::text("counted"),
-        Column::number("total"),
-        Column::number("moved"),
-        Column::number("moved_fraction").headed("percent"),
-        Column::text("moved_interval").headed("95% interval"),
-        Column::number("between_kept").headed("between kept"),
-        Column::number("between_kept_fraction").headed("percent"),
-        Column::text("between_kept_interval").headed("95% interval"),
-    ]);
+    // Real keys: nginx's moves and the engine's over the same keys, in one pass.
+    let tally = EngineDiff::over_keys(engine, &before, &after)?;
+    let over_keys = args.keys.count_pairs(from, to, move |pairs| {
+        let mut tally = tally;
+        let nginx = Diff::of_key_pairs(a, b, pairs.inspect(|(x, y)| tally.add(x, y)));
+        (nginx, tally.finish())
+    })?;
+    let columns = || {
+        vec![
+            Column::text("side"),
+            Column::text("counted"),
+            Column::number("total"),
+            Column::number("moved"),
+            Column::number("moved_fraction").headed("percent"),
+            Column::text("moved_interval").headed("95% interval"),
+            Column::number("between_kept").headed("between kept"),
+            Column::number("between_kept_fraction").headed("percent"),
+            Column::text("between_kept_interval").headed("95% interval"),
+        ]
+    };
+    let mut rows = Rows::new(columns());
     let counted = |m: Method| match m {
         Method::Exact => "exact".to_string(),
         Method::Sampled { keys, seed } => format!("sampled: {keys} keys, seed {seed}"),
@@ -167,7 +189,7 @@ fn on_engine(
         }
         _ => Cell::Empty,
     };
-    let mut side = |name: String, m: Method, total: u64, moved: u64, kept: u64| {
+    let side = |rows: &mut Rows, name: String, m: Method, total: u64, moved: u64, kept: u64| {
         rows.push(vec![
             Cell::Text(name),
             Cell::Text(counted(m)),
@@ -180,8 +202,15 @@ fn on_engine(
             interval(m, kept, total),
         ]);
     };
-    side("nginx".into(), Method::Exact, diff.total, diff.moved, nginx_between_kept(diff, a, b));
-    side(engine.to_string(), theirs.method, theirs.total, theirs.moved, theirs.between_kept);
+    side(&mut rows, "nginx".into(), Method::Exact, diff.total, diff.moved, nginx_between_kept(diff, a, b));
+    side(&mut rows, engine.to_string(), theirs.method, theirs.total, theirs.moved, theirs.between_kept);
+    let key_rows = over_keys.map(|(path, (nginx, theirs))| {
+        let mut rows = Rows::new(columns());
+        let kept = nginx_between_kept(&nginx, a, b);
+        side(&mut rows, "nginx".into(), Method::Keys, nginx.total, nginx.moved, kept);
+        side(&mut rows, engine.to_string(), theirs.method, theirs.total, theirs.moved, theirs.between_kept);
+        (path, nginx.total, rows)
+    });
     let provenance = super::compare::provenance(&engine);
     let mut out = BufWriter::new(crate::stdout::stdout());
     match args.format.format {
@@ -191,6 +220,10 @@ fn on_engine(
             writeln!(out, "{provenance}")?;
             writeln!(out, "between kept: keys moved from a server present before and after to another such server")?;
             rows.write_table(&mut out)?;
+            if let Some((path, total, rows)) = &key_rows {
+                writeln!(out, "\nover the {total} keys of {}:", path.display())?;
+                rows.write_table(&mut out)?;
+            }
         }
         Format::Json => {
             let doc = EngineDiffJson {
@@ -200,10 +233,16 @@ fn on_engine(
                 engine: engine.to_string(),
                 provenance,
                 sides: rows.json(),
+                keys: key_rows
+                    .as_ref()
+                    .map(|(path, _, rows)| EngineKeysJson { source: path.display().to_string(), sides: rows.json() }),
             };
             json(&mut out, &doc)?;
         }
-        Format::Csv => rows.write_csv(&mut out)?,
+        Format::Csv => {
+            let keys = key_rows.as_ref().map(|(_, _, rows)| rows);
+            rows::write_csv(&mut out, [&rows].into_iter().chain(keys))?;
+        }
     }
     out.flush()?;
     Ok(Verdict::Within)

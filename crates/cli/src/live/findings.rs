@@ -24,6 +24,11 @@ pub(crate) struct Run {
 static RUN: OnceLock<Run> = OnceLock::new();
 
 impl Run {
+    /// How a mismatch line names the run: `2026-05-01T10:15:02Z pid 4242`.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
     /// This process's run, which starts the first time this is asked.
     pub(crate) fn this() -> &'static Run {
         RUN.get_or_init(|| {
@@ -52,16 +57,34 @@ pub(crate) fn mismatch_file_options(args: &VerifyArgs) -> nginx_ketama_output::O
 /// removes the mismatch file an earlier run left there: the file at that path always holds the findings
 /// of one run, the one each of its lines names. Says whether it wrote mismatches there.
 pub(crate) fn save_findings(args: &VerifyArgs, findings: &[Finding], verdict: Verdict) -> bool {
+    save(args, findings.len(), || findings_file(args, Run::this(), findings), verdict)
+}
+
+/// As [`save_findings`], for mismatch lines already made (`verify --engine`'s).
+pub(crate) fn save_lines(args: &VerifyArgs, lines: &[serde_json::Value], verdict: Verdict) -> bool {
+    let file = || {
+        let mut file = Vec::new();
+        for line in lines {
+            serde_json::to_writer(&mut file, line)?;
+            file.push(b'\n');
+        }
+        Ok(file)
+    };
+    save(args, lines.len(), file, verdict)
+}
+
+/// Writes `count` mismatches (`file` makes the file's bytes) to `--mismatches`, or removes a stale file
+/// when the run proved everything; says whether it wrote mismatches.
+fn save(args: &VerifyArgs, count: usize, file: impl FnOnce() -> Result<Vec<u8>>, verdict: Verdict) -> bool {
     let run = Run::this();
-    if !findings.is_empty() {
-        match write_findings(args, run, findings) {
+    if count > 0 {
+        let written = file().and_then(|bytes| {
+            nginx_ketama_output::write(&args.mismatches, &bytes, &mismatch_file_options(args))?;
+            Ok(())
+        });
+        match written {
             Ok(()) => {
-                println!(
-                    "{} mismatches; all of them are in {} (run {})",
-                    findings.len(),
-                    args.mismatches.display(),
-                    run.id
-                );
+                println!("{count} mismatches; all of them are in {} (run {})", args.mismatches.display(), run.id);
                 return true;
             }
             Err(e) => eprintln!("nginx-ketama: {e:#}"),
@@ -95,7 +118,7 @@ fn remove_stale(path: &Path, run: &Run) -> Result<Option<String>> {
         .then(|| format!("removed {}: it held the mismatches of an earlier run ({writer})", path.display())))
 }
 
-/// If the file at `path` is a mismatch file (its first line is a mismatch of `verify`), the run that wrote
+/// If the file at `path` is a mismatch file (its first line is a mismatch of `verify` or `verify --engine`), the run that wrote
 /// it: `run <id>`, or `a run of an older nginx-ketama` for files written before lines named their run.
 fn mismatch_file_run(path: &Path) -> Option<String> {
     let mut first = Vec::new();
@@ -103,7 +126,8 @@ fn mismatch_file_run(path: &Path) -> Option<String> {
     // A mismatch line is short; a file whose first MiB holds no whole line is not a mismatch file.
     std::io::BufReader::new(file.take(1 << 20)).read_until(b'\n', &mut first).ok()?;
     let line: serde_json::Value = serde_json::from_slice(&first).ok()?;
-    if line.get("replay").is_none() || line.get("nginx_said").is_none() {
+    // nginx's mismatches (`nginx_said`) or an engine's (`engine_said`, `verify --engine`).
+    if line.get("replay").is_none() || (line.get("nginx_said").is_none() && line.get("engine_said").is_none()) {
         return None;
     }
     Some(match line.get("run").and_then(serde_json::Value::as_str) {
@@ -112,7 +136,7 @@ fn mismatch_file_run(path: &Path) -> Option<String> {
     })
 }
 
-fn write_findings(args: &VerifyArgs, run: &Run, findings: &[Finding]) -> Result<()> {
+fn findings_file(args: &VerifyArgs, run: &Run, findings: &[Finding]) -> Result<Vec<u8>> {
     let mut file = Vec::new();
     for f in findings {
         let m = &f.mismatch;
@@ -142,6 +166,5 @@ fn write_findings(args: &VerifyArgs, run: &Run, findings: &[Finding]) -> Result<
         serde_json::to_writer(&mut file, &line)?;
         file.push(b'\n');
     }
-    nginx_ketama_output::write(&args.mismatches, &file, &mismatch_file_options(args))?;
-    Ok(())
+    Ok(file)
 }

@@ -20,6 +20,9 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
         eprintln!("nginx-ketama: {message}");
         return Verdict::Usage;
     }
+    if let Some(target) = &args.engine.engine {
+        return super::engine::verify_engine(args, target);
+    }
     let (verdict, report) = match &args.config {
         Some(file) => super::own_config::verify_config(args, file),
         None => super::sweep::sweep(args),

@@ -44,13 +44,15 @@ pub(crate) struct VerifyArgs {
     /// library, detected from its binary.
     #[arg(long, value_delimiter = ',', value_parser = crate::args::libc_parser())]
     pub libc: Vec<Libc>,
-    /// Random topologies per version.
-    #[arg(long, default_value_t = 14)]
-    pub topologies: usize,
+    /// Random topologies per version [default: 14; with --engine, one of each kind: HAProxy 16 before 3.0
+    /// and 21 from 3.0, Caddy 4].
+    #[arg(long)]
+    pub topologies: Option<usize>,
     /// Random keys per topology (plus 2% empty keys and, for consistent upstreams, two forged keys per
-    /// ring point).
-    #[arg(long, default_value_t = 3000)]
-    pub keys: usize,
+    /// ring point) [default: 3000; with --engine 150 for HAProxy, 300 for Caddy, plus the keys at both ends
+    /// of every ring segment where the hash is computable].
+    #[arg(long)]
+    pub keys: Option<usize>,
     /// Master seed (a mismatch report names it).
     #[arg(long, default_value_t = 2026)]
     pub seed: u64,
@@ -75,6 +77,8 @@ pub(crate) struct VerifyArgs {
     /// Run the whole proof this many times in a row (a soak); ends with one row per run.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
+    #[command(flatten)]
+    pub engine: crate::args::EngineUnderProof,
     /// Prove this command instead of the library: it speaks the shim protocol of `ports/SHIM.md` (run by
     /// `sh -c`, one process per topology), e.g. `--shim "python3 ports/python/shim.py"`.
     #[arg(long, value_name = "COMMAND")]
@@ -128,17 +132,17 @@ impl VerifyArgs {
     ///
     /// A message for the user: nothing to check, or `--only` out of range.
     pub(crate) fn validate(&self) -> std::result::Result<(), String> {
-        if self.topologies == 0 && self.stream_sessions == 0 {
+        if self.topologies() == 0 && self.stream_sessions == 0 {
             return Err("nothing checked: --topologies 0 and --stream-sessions 0 leave nothing to compare".into());
         }
         if self.shim.is_some() && self.libc.iter().any(|l| *l != Libc::Glibc) {
             return Err("--shim proves glibc builds only: the shim protocol has no C library (drop --libc musl)".into());
         }
         match self.only {
-            Some(i) if i >= self.topologies => Err(format!(
+            Some(i) if i >= self.topologies() => Err(format!(
                 "--only {i} is out of range: with --topologies {} the topologies are numbered {}",
-                self.topologies,
-                match self.topologies {
+                self.topologies(),
+                match self.topologies() {
                     0 => "(none)".to_string(),
                     1 => "0".to_string(),
                     n => format!("0 to {}", n - 1),
@@ -148,13 +152,23 @@ impl VerifyArgs {
         }
     }
 
+    /// `--topologies` against nginx.
+    fn topologies(&self) -> usize {
+        self.topologies.unwrap_or(14)
+    }
+
+    /// `--keys` against nginx.
+    fn keys(&self) -> usize {
+        self.keys.unwrap_or(3000)
+    }
+
     /// The sweep `verify` runs on random topologies.
     pub(crate) fn sweep_options(&self) -> SweepOptions {
         SweepOptions {
             seed: self.seed,
-            topologies: self.topologies,
+            topologies: self.topologies(),
             only: self.only,
-            keys: self.keys,
+            keys: self.keys(),
             prove_ring: !self.no_ring_proof,
             stream_sessions: self.stream_sessions,
             resolver_exe: std::env::current_exe().ok(),
@@ -173,7 +187,7 @@ impl VerifyArgs {
     pub(crate) fn prove_options(&self) -> ProveOptions {
         ProveOptions {
             seed: self.seed,
-            keys: self.keys,
+            keys: self.keys(),
             prove_ring: !self.no_ring_proof,
             failure_runs: self.failure_runs,
             failure_pause: None,
