@@ -40,6 +40,8 @@ fn outputs() -> Vec<(String, Value)> {
     }
     one(&["share", "--config", a, "--nginx-version", "1.18.0", "--libc", "musl"]);
     one(&["diff", "--from", a, "--to", b, "--keys", keys]);
+    one(&["diff", "--from", a, "--to", b, "--keys", keys, "--hottest", "3"]);
+    one(&["compare", "--config", a, "--against", "pingora-ketama", "--keys", keys, "--hottest", "3"]);
     one(&["diff", "--from", a, "--to", p, "--failed", "127.0.0.1:9001"]);
     one(&["compare", "--config", a, "--against", "pingora-ketama", "--keys", keys]);
     one(&["compare", "--config", a, "--against", "md5-vnodes", "--samples", "2000", "--keys", keys]);

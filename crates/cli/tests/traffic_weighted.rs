@@ -213,6 +213,8 @@ fn hottest_is_refused_without_traffic_and_in_csv() {
     let (c, r) = (c.to_str().unwrap(), r.to_str().unwrap());
     for (args, says) in [
         (vec!["share", "--config", c, "--hottest", "3"], "have no hot keys"),
+        (vec!["diff", "--from", c, "--hottest", "3"], "have no hot keys"),
+        (vec!["compare", "--config", c, "--against", "pingora-ketama", "--hottest", "3"], "have no hot keys"),
         (vec!["share", "--config", c, "--requests", r, "--hottest", "3", "--format", "csv"], "no CSV form"),
         (vec!["share", "--config", c, "--requests", r, "--hottest", "0"], "0 is not in 1..=10000"),
     ] {
@@ -224,4 +226,72 @@ fn hottest_is_refused_without_traffic_and_in_csv() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// `diff --hottest`: the requests that move, by key before and after, with their servers — from what
+/// `route --requests` gives each side; the change is the key expression, so each key has its key after.
+#[test]
+fn diff_hottest_are_the_keys_that_move_most() {
+    let (a, b) = (TempFile::new("a.conf", conf("$request_uri")), TempFile::new("b.conf", conf("$uri")));
+    let r = TempFile::new("requests.jsonl", requests());
+    let (a, b, r) = (a.to_str().unwrap(), b.to_str().unwrap(), r.to_str().unwrap());
+    let mut truth: BTreeMap<(String, String), (u64, Option<String>, Option<String>)> = BTreeMap::new();
+    for ((ka, sa), (kb, sb)) in keyed(a, r).into_iter().zip(keyed(b, r)) {
+        if sa != sb {
+            truth.entry((ka, kb)).or_insert((0, sa, sb)).0 += 1;
+        }
+    }
+    let mut want: Vec<_> = truth.into_iter().map(|((ka, kb), (n, sa, sb))| (ka, kb, n, sa, sb)).collect();
+    want.sort_by(|x, y| y.2.cmp(&x.2).then(x.0.cmp(&y.0)).then(x.1.cmp(&y.1)));
+    let moved: u64 = want.iter().map(|w| w.2).sum();
+    want.truncate(3);
+    assert!(want.len() == 3 && want[0].2 > want[2].2, "{want:?}");
+    let args = ["diff", "--from", a, "--to", b, "--upstream", "app", "--requests", r, "--hottest", "3"];
+    let doc = json(&run(&[&args[..], &["--format", "json"]].concat(), b""));
+    let hot = &doc["keys"]["hottest"];
+    assert_eq!(
+        (hot["counted"].as_u64(), doc["keys"]["moved"].as_u64(), hot["exact"].as_bool()),
+        (Some(moved), Some(moved), Some(true))
+    );
+    let got: Vec<_> = hot["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            let s = |f: &str| k[f].as_str().map(str::to_string);
+            (s("key").unwrap(), s("to_key").unwrap(), k["requests"].as_u64().unwrap(), s("from"), s("to"))
+        })
+        .collect();
+    assert_eq!(got, want);
+    let table = String::from_utf8_lossy(&run(&args, b"").stdout).into_owned();
+    assert!(table.contains(&format!("hottest moved keys: 3 of {moved} requests (exact:")), "{table}");
+    assert!(table.contains("key after"), "{table}");
+}
+
+/// `compare --hottest`: the keys the other implementation sends elsewhere, as many requests as `route`
+/// counts for them, nginx's server as `route` gives it, and together what `agree` leaves out.
+#[test]
+fn compare_hottest_are_the_keys_the_other_sends_elsewhere() {
+    // Port-less servers: pingora hashes `127.0.0.1\080`, nginx `127.0.0.1\0`, so most keys disagree.
+    let c = TempFile::new(
+        "nginx.conf",
+        conf("$request_uri").replace("127.0.0.1:9001", "127.0.0.1").replace("127.0.0.1:9002", "127.0.0.2"),
+    );
+    let r = TempFile::new("requests.jsonl", requests());
+    let (c, r) = (c.to_str().unwrap(), r.to_str().unwrap());
+    let truth = counted(&keyed(c, r));
+    let args = ["compare", "--config", c, "--upstream", "app", "--against", "pingora-ketama", "--requests", r];
+    let doc = json(&run(&[&args[..], &["--hottest", "100", "--format", "json"]].concat(), b""));
+    let (total, agree) = (doc["keys"]["total"].as_u64().unwrap(), doc["keys"]["agree"].as_u64().unwrap());
+    let hot = &doc["keys"]["hottest"];
+    assert!(total > agree && agree > 0, "{total} {agree}");
+    assert_eq!((hot["counted"].as_u64(), hot["exact"].as_bool()), (Some(total - agree), Some(true)));
+    let keys = hot["keys"].as_array().unwrap();
+    assert_eq!(keys.iter().map(|k| k["requests"].as_u64().unwrap()).sum::<u64>(), total - agree);
+    for k in keys {
+        let (n, server) = &truth[k["key"].as_str().unwrap()];
+        assert_eq!((k["requests"].as_u64(), k["nginx"].as_str()), (Some(*n), server.as_deref()), "{k}");
+        assert_ne!(k["nginx"], k["other"], "{k}");
+    }
+    assert!(keys.windows(2).all(|w| w[0]["requests"].as_u64() >= w[1]["requests"].as_u64()));
 }

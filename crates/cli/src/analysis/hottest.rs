@@ -24,9 +24,9 @@ pub(crate) fn counter<K: Hash + Eq + Clone + Ord>(n: NonZeroUsize) -> SpaceSavin
 }
 
 /// The server a pick names among `servers` (`None`: round-robin).
-pub(crate) fn server(servers: &[Server], pick: Pick) -> Option<String> {
+pub(crate) fn server(servers: &[Server], pick: Pick) -> Option<&Server> {
     match pick {
-        Pick::Server(i) => Some(servers[i].to_string()),
+        Pick::Server(i) => Some(&servers[i]),
         Pick::RoundRobin => None,
     }
 }
@@ -76,7 +76,7 @@ impl Hottest {
         what: String,
         total: u64,
         places: Vec<Place>,
-        key: impl Fn(&K) -> (&[u8], Option<&[u8]>),
+        key: impl Fn(&K) -> (Vec<u8>, Option<Vec<u8>>),
         goes: impl Fn(&K) -> Vec<Option<String>>,
     ) -> Hottest {
         let top = counter.top(n.get());
@@ -87,13 +87,7 @@ impl Hottest {
                 let (k, to) = key(c.key);
                 let goes = goes(c.key);
                 assert_eq!(goes.len(), places.len(), "one answer per place");
-                HotKey {
-                    key: k.to_vec(),
-                    to_key: to.filter(|t| *t != k).map(<[u8]>::to_vec),
-                    count: c.count,
-                    error: c.error,
-                    goes,
-                }
+                HotKey { to_key: to.filter(|t| *t != k), key: k, count: c.count, error: c.error, goes }
             })
             .collect();
         Hottest {

@@ -160,9 +160,9 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     })?;
     let hot = keys.as_ref().and_then(|(_, (share, counter))| {
         let (n, counter) = counter.as_ref()?;
-        let server = |k: &Vec<u8>| hottest::server(map.servers(), map.pick_key(k));
+        let server = |k: &Vec<u8>| hottest::server(map.servers(), map.pick_key(k)).map(ToString::to_string);
         let places = vec![Place { json: "server", heading: "server".into() }];
-        Some(Hottest::of(counter, *n, "keys".into(), share.total, places, |k| (k, None), |k| vec![server(k)]))
+        Some(Hottest::of(counter, *n, "keys".into(), share.total, places, |k| (k.clone(), None), |k| vec![server(k)]))
     });
     let keys = keys.map(|(path, (share, _))| (path, share));
     if let Some(path) = &args.svg.svg {
