@@ -82,6 +82,28 @@ fn outputs() -> Vec<(String, Value)> {
          {\"target\":\"/204\",\"headers\":[[\"Host\",\"s.test\"]]}\n{\"target\":\"/rr/\",\"headers\":[[\"Host\",\"s.test\"]]}\n\
          {\"target\":\"/b\"}\n",
     );
+    let explain_request = |conf: &str, line: &str, headers: &[&str]| {
+        let mut args = vec!["explain", "--config", conf, "--request", line, "--format", "json"];
+        headers.iter().for_each(|h| args.extend(["-H", h]));
+        (args.join(" "), serde_json::from_str::<Value>(&ok(&run(&args, b""))).unwrap())
+    };
+    let s = sites.to_str().unwrap();
+    docs.push(explain_request(s, "GET /a?k=1", &["Host: s.test"]));
+    docs.push(explain_request(s, "GET /204", &["Host: s.test"]));
+    docs.push(explain_request(s, "GET /rr/", &["Host: s.test"]));
+    let binary = TempFile::new(
+        "binary.conf",
+        CONSISTENT
+            .replace("$arg_k", "$binary_remote_addr")
+            .replace("\n}\n", "\n server { listen 80; location / { proxy_pass http://app; } }\n}\n"),
+    );
+    // 10.200.0.1 is 0a c8 00 01: not UTF-8.
+    let args = ["explain", "--config", binary.to_str().unwrap(), "--request", "GET /", "-H", "Host: b.test"];
+    let doc: Value =
+        serde_json::from_str(&ok(&run(&[&args[..], &["--client", "10.200.0.1:1", "--format", "json"]].concat(), b"")))
+            .unwrap();
+    assert!(doc["explanation"]["key_hex"].is_string() && doc["parts"][0]["value_hex"].is_string(), "{doc}");
+    docs.push(("explain --request, a key that is not UTF-8".into(), doc));
     let text = ok(&run(&["route", "--config", sites.to_str().unwrap(), "--requests", requests.to_str().unwrap()], b""));
     for line in text.lines() {
         docs.push(("route --requests".to_string(), serde_json::from_str(line).unwrap()));
