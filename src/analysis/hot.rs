@@ -67,7 +67,7 @@ pub struct Top<'a, K> {
 /// }
 /// let top = hot.top(2);
 /// assert!(top.exact && top.certain);
-/// assert_eq!(top.keys.iter().map(|c| (*c.key, c.count)).collect::<Vec<_>>(), [("a", 3), ("b", 2)]);
+/// assert_eq!(top.keys.iter().map(|c| (c.key.as_str(), c.count)).collect::<Vec<_>>(), [("a", 3), ("b", 2)]);
 /// ```
 #[derive(Debug, Clone)]
 pub struct SpaceSaving<K> {

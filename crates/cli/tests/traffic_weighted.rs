@@ -235,7 +235,9 @@ fn diff_hottest_are_the_keys_that_move_most() {
     let (a, b) = (TempFile::new("a.conf", conf("$request_uri")), TempFile::new("b.conf", conf("$uri")));
     let r = TempFile::new("requests.jsonl", requests());
     let (a, b, r) = (a.to_str().unwrap(), b.to_str().unwrap(), r.to_str().unwrap());
-    let mut truth: BTreeMap<(String, String), (u64, Option<String>, Option<String>)> = BTreeMap::new();
+    // (key before, key after) → (requests, server before, server after).
+    type Moves = BTreeMap<(String, String), (u64, Option<String>, Option<String>)>;
+    let mut truth = Moves::new();
     for ((ka, sa), (kb, sb)) in keyed(a, r).into_iter().zip(keyed(b, r)) {
         if sa != sb {
             truth.entry((ka, kb)).or_insert((0, sa, sb)).0 += 1;

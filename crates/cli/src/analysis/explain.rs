@@ -308,7 +308,7 @@ enum RequestGoes {
         /// Each part of the expression and the bytes it gave, in order.
         parts: Vec<PartJson>,
         /// The key's explanation, as `explain KEY` gives it (`nginx-ketama/explain/v1`'s `keys` item).
-        explanation: KeyJson,
+        explanation: Box<KeyJson>,
     },
     Other(crate::route::NotHashed),
 }
@@ -375,7 +375,7 @@ fn explain_request(args: &Args, line: &str) -> Result<()> {
                         PartJson { part, name, value: value.into_owned(), value_hex }
                     })
                     .collect(),
-                explanation: to_json(up, &e, false),
+                explanation: Box::new(to_json(up, &e, false)),
             },
             None => RequestGoes::Other(crate::route::not_hashed(&dispatched)),
         };
