@@ -26,7 +26,7 @@ fn outputs() -> Vec<(String, Value)> {
     let p = TempFile::new("p.conf", PLAIN);
     let keys = TempFile::new("keys", (0..500).map(|i| format!("/product/{i}\n")).collect::<String>());
     let (a, b, p, keys) = (a.to_str().unwrap(), b.to_str().unwrap(), p.to_str().unwrap(), keys.to_str().unwrap());
-    let mut docs = Vec::new();
+    let mut docs: Vec<(String, Value)> = Vec::new();
     let mut one = |args: &[&str]| {
         let mut args = args.to_vec();
         args.extend(["--format", "json"]);
@@ -41,6 +41,11 @@ fn outputs() -> Vec<(String, Value)> {
     one(&["share", "--config", a, "--nginx-version", "1.18.0", "--libc", "musl"]);
     one(&["diff", "--from", a, "--to", b, "--keys", keys]);
     one(&["diff", "--from", a, "--to", b, "--keys", keys, "--hottest", "3"]);
+    // Hot keys that are not UTF-8 (`key_hex`); checked below.
+    let binary_keys = TempFile::new("binary-keys", b"\xff\xfe\n\xff\xfe\nk1\n\xc8\n".as_slice());
+    let bin = binary_keys.to_str().unwrap();
+    one(&["share", "--config", a, "--keys", bin, "--hottest", "2"]);
+    one(&["diff", "--from", a, "--to", b, "--keys", bin, "--hottest", "2"]);
     one(&["compare", "--config", a, "--against", "pingora-ketama", "--keys", keys, "--hottest", "3"]);
     one(&["diff", "--from", a, "--to", p, "--failed", "127.0.0.1:9001"]);
     one(&["compare", "--config", a, "--against", "pingora-ketama", "--keys", keys]);
@@ -114,6 +119,8 @@ fn outputs() -> Vec<(String, Value)> {
             docs.push((format!("route --config {c}"), serde_json::from_str(line).unwrap()));
         }
     }
+    let hot = &docs.iter().find(|(c, _)| c.contains(bin)).unwrap().1["keys"]["hottest"]["keys"][0];
+    assert_eq!((hot["key_hex"].as_str(), hot["requests"].as_u64()), (Some("fffe"), Some(2)), "{hot}");
     docs
 }
 
