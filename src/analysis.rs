@@ -13,6 +13,8 @@
 //! * [`forge`]: keys that land on a chosen server ([`forge::Forger`], [`forge::forge_keys`]).
 //! * [`compare`]: agreement with pingora-ketama (exact), libketama and MD5 virtual nodes (sampled), and
 //!   other proxies (feature `engines`).
+//! * [`hot`]: the hottest keys of a stream of any length in bounded memory ([`hot::SpaceSaving`]), for
+//!   the keys with the most requests next to a share or a change.
 //! * `migrate` (feature `engines`): what another proxy moves when its servers change, and the settings a
 //!   migration report tries.
 //!
@@ -37,6 +39,7 @@ pub mod compare;
 pub mod diff;
 pub mod explain;
 pub mod forge;
+pub mod hot;
 #[cfg(feature = "engines")]
 pub mod migrate;
 pub mod picks;

@@ -247,12 +247,31 @@ impl Comparison {
         backends: &[Backend],
         keys: impl IntoIterator<Item = impl AsRef<[u8]>>,
     ) -> Result<Comparison, CompareError> {
+        Comparison::of_keys_listed_each(up, map, engine, backends, keys, |_, _, _| {})
+    }
+
+    /// As [`Comparison::of_keys_listed`], calling `each` with every key, nginx's pick and the engine's
+    /// (indices into [`Comparison::servers`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Comparison::against_engine_listed`].
+    #[cfg(feature = "engines")]
+    pub fn of_keys_listed_each<K: AsRef<[u8]>>(
+        up: &Upstream,
+        map: &PickMap,
+        engine: Engine,
+        backends: &[Backend],
+        keys: impl IntoIterator<Item = K>,
+        mut each: impl FnMut(&K, Pick, Pick),
+    ) -> Result<Comparison, CompareError> {
         let side = EngineSide::new(up, map, engine, backends)?;
         let mut acc = Tally::with_extra(map, side.extra.clone());
         let mut total = 0;
         for key in keys {
-            let key = key.as_ref();
-            acc.add(map.pick_key(key), side.pick_key(key), 1);
+            let (nginx, other) = (map.pick_key(key.as_ref()), side.pick_key(key.as_ref()));
+            each(&key, nginx, other);
+            acc.add(nginx, other, 1);
             total += 1;
         }
         Ok(acc.finish(Against::Engine(engine), Method::Keys, Unit::Keys, total, None))
@@ -294,15 +313,40 @@ impl Comparison {
         against: Against,
         keys: impl IntoIterator<Item = impl AsRef<[u8]>>,
     ) -> Result<Comparison, CompareError> {
+        Comparison::of_keys_each(up, map, against, keys, |_, _, _| {})
+    }
+
+    /// As [`Comparison::of_keys`], calling `each` with every key, nginx's pick and the other's (indices
+    /// into [`Comparison::servers`]); a key counts as agreement when both are the same server.
+    ///
+    /// # Errors
+    ///
+    /// As [`Comparison::exact`].
+    pub fn of_keys_each<K: AsRef<[u8]>>(
+        up: &Upstream,
+        map: &PickMap,
+        against: Against,
+        keys: impl IntoIterator<Item = K>,
+        mut each: impl FnMut(&K, Pick, Pick),
+    ) -> Result<Comparison, CompareError> {
         let other = Other::new(up, map, against)?;
         let mut acc = Tally::new(map);
         let mut total = 0;
         for key in keys {
-            let key = key.as_ref();
-            acc.add(map.pick_key(key), other.pick_key(key), 1);
+            let (nginx, theirs) = (map.pick_key(key.as_ref()), other.pick_key(key.as_ref()));
+            each(&key, nginx, theirs);
+            acc.add(nginx, theirs, 1);
             total += 1;
         }
         Ok(acc.finish(against, Method::Keys, Unit::Keys, total, None))
+    }
+
+    /// The server a pick of this comparison names (`None` for round-robin).
+    pub fn server_of(&self, pick: Pick) -> Option<&Server> {
+        match pick {
+            Pick::Server(s) => Some(&self.servers[s].server),
+            Pick::RoundRobin => None,
+        }
     }
 
     /// `count / total`.

@@ -8,6 +8,7 @@ mod compare;
 mod diff;
 mod explain;
 mod forge;
+mod hottest;
 mod migrate;
 mod share;
 

@@ -411,9 +411,31 @@ pub(crate) struct KeysFile {
     /// Or count the keys of these requests (weighted by traffic): those that reach the upstream.
     #[command(flatten)]
     pub(crate) traffic: Traffic,
+    /// With --requests, --log or --keys: also the N keys with the most requests and the server each goes to
+    /// (`diff` and `compare`: of the requests that move), after the table. Counted in bounded memory with
+    /// 10 × N counters (at least 100): exact while the distinct keys fit, else estimated, each count with
+    /// how far over it may be. At most 10,000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=10_000))]
+    pub(crate) hottest: Option<u16>,
 }
 
 impl KeysFile {
+    /// `--hottest N`, refused where there are no keys to count (the uniform figures have no hot keys) and
+    /// in CSV (its rows are not the table's).
+    pub(crate) fn hottest(&self, format: Format) -> Result<Option<NonZeroUsize>> {
+        let Some(n) = self.hottest else { return Ok(None) };
+        if self.path().is_none() {
+            bail!(
+                "--hottest counts the requests of --requests or --log (or the keys of --keys): the uniform figures, \
+                 over all 2^32 CRC32 values, have no hot keys"
+            );
+        }
+        if format == Format::Csv {
+            bail!("--hottest has no CSV form (its rows are not the table's): use --format table or json");
+        }
+        Ok(NonZeroUsize::new(usize::from(n)))
+    }
+
     /// The file the keys come from, if any.
     pub(crate) fn path(&self) -> Option<&Path> {
         self.keys.as_deref().or(self.traffic.requests.as_deref()).or(self.traffic.log.as_deref())

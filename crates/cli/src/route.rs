@@ -146,6 +146,43 @@ enum Goes<'a> {
     NotModelled { why: String },
 }
 
+/// Where a request goes that does not reach a hash upstream: the one wording of `route --requests` and
+/// `explain --request`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "goes", rename_all = "kebab-case")]
+pub(crate) enum NotHashed {
+    /// nginx answers it itself (`return`, a 400, no location): the status, and why.
+    Answered { status: u16, why: String },
+    /// Elsewhere: another balancer, a URL, files.
+    Elsewhere { why: String },
+}
+
+impl std::fmt::Display for NotHashed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotHashed::Answered { status, why } => write!(f, "nginx answers {status} itself: {why}"),
+            NotHashed::Elsewhere { why } => write!(f, "elsewhere: {why}"),
+        }
+    }
+}
+
+/// [`NotHashed`] of a dispatch (a [`Dispatch::Hash`] is not one: said as such, never expected here).
+pub(crate) fn not_hashed(d: &nginx_ketama::dispatch::Dispatch) -> NotHashed {
+    use nginx_ketama::dispatch::Dispatch;
+    match d {
+        Dispatch::Return { status } => NotHashed::Answered { status: *status, why: "return".into() },
+        Dispatch::BadRequest(b) => NotHashed::Answered { status: b.status().unwrap_or(400), why: b.to_string() },
+        Dispatch::NoLocation => NotHashed::Answered { status: 404, why: "no location matches".into() },
+        Dispatch::NoServer(addr) => NotHashed::Elsewhere { why: format!("no server listens on {addr}") },
+        Dispatch::NotHash { upstream } => {
+            NotHashed::Elsewhere { why: format!("upstream \"{upstream}\" does not hash") }
+        }
+        Dispatch::Proxy { url } => NotHashed::Elsewhere { why: format!("proxy_pass {url}") },
+        Dispatch::NoProxy => NotHashed::Elsewhere { why: "the location serves it itself".into() },
+        other => NotHashed::Elsewhere { why: format!("{other:?}") },
+    }
+}
+
 fn requests(args: &Args) -> Result<()> {
     use nginx_ketama::dispatch::{Dispatch, Dispatcher};
     let config = args.config.load_config()?;
@@ -197,16 +234,10 @@ fn requests(args: &Args) -> Result<()> {
                 };
                 Goes::Hash { upstream: up.name(), picked: Picked::new(&key, up, &outcome), status, upstream_status }
             }
-            Ok(Dispatch::Return { status }) => Goes::Answered { status, why: "return".into() },
-            Ok(Dispatch::BadRequest(b)) => Goes::Answered { status: b.status().unwrap_or(400), why: b.to_string() },
-            Ok(Dispatch::NoLocation) => Goes::Answered { status: 404, why: "no location matches".into() },
-            Ok(Dispatch::NoServer(addr)) => Goes::Elsewhere { why: format!("no server listens on {addr}") },
-            Ok(Dispatch::NotHash { upstream }) => {
-                Goes::Elsewhere { why: format!("upstream \"{upstream}\" does not hash") }
-            }
-            Ok(Dispatch::Proxy { url }) => Goes::Elsewhere { why: format!("proxy_pass {url}") },
-            Ok(Dispatch::NoProxy) => Goes::Elsewhere { why: "the location serves it itself".into() },
-            Ok(other) => Goes::Elsewhere { why: format!("{other:?}") },
+            Ok(other) => match not_hashed(&other) {
+                NotHashed::Answered { status, why } => Goes::Answered { status, why },
+                NotHashed::Elsewhere { why } => Goes::Elsewhere { why },
+            },
             Err(e) => Goes::NotModelled { why: e.to_string() },
         };
         let line = RequestLine { schema: schema::ROUTE_REQUEST, line: item.line, request: request_text, goes };

@@ -9,6 +9,7 @@ mod common;
 
 use common::{run, stdout_lines};
 use nginx_ketama_harness::testkit::TempFile;
+use serde_json::Value;
 
 const CONF: &str = "events {}\nhttp {\n  log_format main '$remote_addr \"$request\" \"$http_host\"';\n  \
     upstream app { hash $request_uri consistent; server 127.0.0.1:9001; server 127.0.0.1:9002; server 127.0.0.1:9003; }\n  \
@@ -91,8 +92,32 @@ fn explain_request_shows_where_it_goes_and_how_its_key_is_built() {
     let elsewhere = run(&["explain", "--config", c, "--request", "GET /x HTTP/1.0"], b"");
     let text = String::from_utf8_lossy(&elsewhere.stdout);
     assert!(text.contains("upstream app: hash $request_uri\n  $request_uri \"/x\"\nkey \"/x\""), "{text}");
-    let json = run(&["explain", "--config", c, "--request", "GET /", "--format", "json"], b"");
-    assert_eq!(json.status.code(), Some(2));
+    let json = run(
+        &["explain", "--config", c, "--request", "GET /h/a/../b?q=1", "-H", "Host: Shop.Test:8080", "--format", "json"],
+        b"",
+    );
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        (doc["server_block"].as_str(), doc["location"].as_str()),
+        (Some(&*format!("{c}:6")), Some(&*format!("{c}:6")))
+    );
+    assert_eq!(
+        (doc["goes"].as_str(), doc["upstream"].as_str(), doc["expression"].as_str()),
+        (Some("hash"), Some("byhost"), Some("$host$uri"))
+    );
+    let parts: Vec<(&str, &str)> = doc["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["value"].as_str().unwrap()))
+        .collect();
+    assert_eq!(parts, [("host", "shop.test"), ("uri", "/h/b")]);
+    assert_eq!(doc["explanation"]["key"], "shop.test/h/b");
+    assert!(!doc["explanation"]["attempts"].as_array().unwrap().is_empty());
+    // A request nginx answers itself: said as `route --requests` says it.
+    let json = run(&["explain", "--config", c, "--request", "GET / HTTP/1.1", "--format", "json"], b"");
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!((doc["goes"].as_str(), doc["status"].as_u64()), (Some("answered"), Some(400)), "{doc}");
 }
 
 /// `--fail` with `--requests`: each request follows its own location's retry rules and its own method;
@@ -139,4 +164,96 @@ fn failures_follow_each_requests_location_and_method() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{flags:?}: {err}");
     }
+}
+
+/// `explain --request --format json` gives the key nginx computes: for the requests of the key vectors
+/// (`vectors/keys/v1/keys.json`, recorded from nginx 1.30.6 among others) that a request line and header
+/// lines can express, the vectors' configuration with each `return` made a `proxy_pass` to an upstream
+/// hashing one recorded expression (a different one per request, in turn), the JSON's key is the bytes
+/// nginx recorded for that expression — the expectation is the file's, never this code's — and its parts
+/// add up to it.
+#[test]
+fn explain_request_json_keys_are_the_keys_nginx_recorded() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../vectors/keys/v1/keys.json");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let hex =
+        |s: &str| (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect::<Vec<u8>>();
+    let expressions: Vec<&str> =
+        file["expressions"].as_array().unwrap().iter().map(|e| e["expression"].as_str().unwrap()).collect();
+    // Captures as one `return` text leaves them depend on what that text evaluated before them (a map's
+    // regular expression): not the same context as a key of their own.
+    let usable: Vec<usize> = (0..expressions.len())
+        .filter(|&i| !expressions[i].contains("$1") && !expressions[i].contains("${sub}"))
+        .collect();
+    let body = file["config"].as_str().unwrap();
+    let mut proxied = String::new();
+    let mut rest = body;
+    while let Some(at) = rest.find("return 200 \"") {
+        proxied.push_str(&rest[..at]);
+        let after = &rest[at + "return 200 \"".len()..];
+        rest = &after[after.find("\";").unwrap() + 2..];
+        proxied.push_str("proxy_pass http://app;");
+    }
+    proxied.push_str(rest);
+    let mut confs = std::collections::BTreeMap::new();
+    let (mut checked, mut hexed) = (0, 0);
+    for group in file["testGroups"].as_array().unwrap() {
+        if !group["source"]["versions"].as_array().unwrap().iter().any(|v| v == "1.30.6") {
+            continue;
+        }
+        for t in group["tests"].as_array().unwrap() {
+            let Ok(head) = String::from_utf8(hex(t["requestHex"].as_str().unwrap())) else { continue };
+            let Some(head) = head.strip_suffix("\r\n\r\n") else { continue };
+            let mut lines = head.split("\r\n");
+            let line = lines.next().unwrap();
+            if t["outcome"] != "key" || head.replace("\r\n", "").contains(['\n', '\0']) || line.split(' ').count() != 3
+            {
+                continue;
+            }
+            let e = usable[checked % usable.len()];
+            let conf = confs.entry(e).or_insert_with(|| {
+                TempFile::new(
+                    "keys.conf",
+                    format!(
+                        "events {{}}\nhttp {{\n  upstream app {{ hash \"{}\" consistent; server 127.0.0.1:9001; server 127.0.0.1:9002; }}\n{proxied}}}\n",
+                        expressions[e]
+                    ),
+                )
+            });
+            let mut args =
+                vec!["explain", "--config", conf.to_str().unwrap(), "--nginx-version", "1.30.6", "--request", line];
+            for h in lines {
+                args.extend(["-H", h]);
+            }
+            let (client, server) = (t["client"].as_str().unwrap(), t["server"].as_str().unwrap());
+            args.extend(["--client", client, "--server-addr", server, "--format", "json"]);
+            let out = run(&args, b"");
+            assert!(out.status.success(), "tcId {}: {}", t["tcId"], String::from_utf8_lossy(&out.stderr));
+            let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let at = format!("{} tcId {} ({}), {}", group["name"], t["tcId"], t["comment"], expressions[e]);
+            assert_eq!(doc["goes"], "hash", "{at}: {doc}");
+            let want = hex(t["keys"][e]["hex"].as_str().unwrap());
+            let k = &doc["explanation"];
+            let got = match k["key_hex"].as_str() {
+                Some(h) => {
+                    hexed += 1;
+                    hex(h)
+                }
+                None => k["key"].as_str().unwrap().as_bytes().to_vec(),
+            };
+            assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&want), "{at}");
+            assert_eq!(got, want, "{at}");
+            let parts: Vec<u8> = doc["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| {
+                    p["value_hex"].as_str().map_or_else(|| p["value"].as_str().unwrap().as_bytes().to_vec(), hex)
+                })
+                .collect();
+            assert_eq!(parts, want, "{at}: the parts");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 60 && hexed >= 1, "{checked} requests checked, {hexed} keys in hex");
 }

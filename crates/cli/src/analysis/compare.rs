@@ -1,6 +1,7 @@
 //! `nginx-ketama compare`: how many keys another ketama implementation, or another proxy, sends to the same
 //! server.
 
+use super::hottest::{self, Hottest, Place};
 use super::unit_words;
 use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile, Sample};
 use crate::gate::{self, Verdict};
@@ -9,13 +10,13 @@ use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json};
 use crate::schema::Schema;
 use anyhow::{Result, bail};
-use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
+use nginx_ketama::analysis::{Pick, PickMap};
 use nginx_ketama::engines::Engine;
 use std::io::{BufWriter, Write};
 
-/// The schema of `compare --format json` (docs/schemas/compare.v1.json).
-const SCHEMA: Schema = Schema("nginx-ketama/compare/v1");
+/// The schema of `compare --format json` (docs/schemas/compare.v2.json; v1 had no `keys.hottest`).
+const SCHEMA: Schema = Schema("nginx-ketama/compare/v2");
 
 /// What `--against` names: a ketama implementation or another proxy (`nginx_ketama::engines::Engine`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -102,6 +103,8 @@ pub(crate) fn endpoints_line(e: &Endpoints) -> String {
 struct Report<'a> {
     comparison: &'a Comparison,
     servers: Rows,
+    /// Over keys, with `--hottest N`: the keys with the most requests the other sends elsewhere.
+    hottest: Option<Hottest>,
 }
 
 impl Report<'_> {
@@ -136,7 +139,7 @@ impl Report<'_> {
             }
             servers.push(row);
         }
-        Report { comparison: c, servers }
+        Report { comparison: c, servers, hottest: None }
     }
 
     fn write_table(&self, out: &mut impl Write) -> Result<()> {
@@ -153,7 +156,12 @@ impl Report<'_> {
         if c.round_robin > 0 {
             writeln!(out, "nginx hands {} to round-robin ({})", c.round_robin, percent(c.round_robin, c.total))?;
         }
-        self.servers.write_table(out)
+        self.servers.write_table(out)?;
+        if let Some(hot) = &self.hottest {
+            writeln!(out)?;
+            hot.write_table(out)?;
+        }
+        Ok(())
     }
 }
 
@@ -178,6 +186,9 @@ impl serde::Serialize for Report<'_> {
             round_robin: u64,
             /// `server`, `nginx`, `other`, `both`, `agreement` (`both / nginx`), `interval` (sampled only).
             servers: rows::Json<'a>,
+            /// Over keys, with `--hottest N`.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            hottest: Option<&'a Hottest>,
         }
         let c = self.comparison;
         ReportJson {
@@ -197,12 +208,14 @@ impl serde::Serialize for Report<'_> {
             expected_if_independent: c.expected,
             round_robin: c.round_robin,
             servers: self.servers.json(),
+            hottest: self.hottest.as_ref(),
         }
         .serialize(serializer)
     }
 }
 
 pub(crate) fn run(args: &Args) -> Result<Verdict> {
+    let n = args.keys.hottest(args.format.format)?;
     let loaded = args.config.load()?;
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::new(up);
@@ -219,9 +232,24 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
         }
         (_, None) => Comparison::sampled(up, &map, against, args.sample.samples, args.sample.seed)?,
     };
-    let of_keys = |keys: &mut dyn Iterator<Item = Vec<u8>>| match (against, &endpoints) {
-        (Against::Engine(engine), Some(e)) => Comparison::of_keys_listed(up, &map, engine, &e.backends, keys),
-        _ => Comparison::of_keys(up, &map, against, keys),
+    // With --hottest, the keys the other does not send where nginx does (what `agree` leaves out), each with
+    // both picks.
+    let of_keys = |keys: &mut dyn Iterator<Item = Vec<u8>>| {
+        let mut counter = n.map(|n| (n, hottest::counter::<(Vec<u8>, Pick, Pick)>(n)));
+        let each = |key: &Vec<u8>, nginx: Pick, theirs: Pick| {
+            if let Some((_, counter)) = &mut counter
+                && !(matches!(theirs, Pick::Server(_)) && nginx == theirs)
+            {
+                counter.insert(&(key.clone(), nginx, theirs));
+            }
+        };
+        let comparison = match (against, &endpoints) {
+            (Against::Engine(engine), Some(e)) => {
+                Comparison::of_keys_listed_each(up, &map, engine, &e.backends, keys, each)
+            }
+            _ => Comparison::of_keys_each(up, &map, against, keys, each),
+        };
+        comparison.map(|c| (c, counter))
     };
     let keys = match args.keys.count(&loaded, of_keys)? {
         Some((path, k)) => Some((path, k?)),
@@ -229,13 +257,25 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     };
     let other = against.to_string();
     let report = Report::of(&uniform, "uniform", &other);
-    let over_keys = keys.as_ref().map(|(path, k)| (path, Report::of(k, "keys", &other)));
+    let over_keys = keys.as_ref().map(|(path, (k, counter))| {
+        let mut report = Report::of(k, "keys", &other);
+        report.hottest = counter.as_ref().map(|(n, counter)| {
+            let places =
+                vec![Place { json: "nginx", heading: "nginx".into() }, Place { json: "other", heading: other.clone() }];
+            let name = |p: Pick| k.server_of(p).map(ToString::to_string);
+            let what = format!("keys {other} sends elsewhere");
+            let goes = |item: &(Vec<u8>, Pick, Pick)| vec![name(item.1), name(item.2)];
+            Hottest::of(counter, *n, what, k.total, places, |item| (item.0.clone(), None), goes)
+        });
+        (path, report)
+    });
+    let keys = keys.as_ref().map(|(path, (k, _))| (*path, k));
     let verdict = Verdict::of(args.gate.fail_agreement_below.into_iter().flat_map(|limit| {
         let what = match uniform.method {
             Method::Sampled { keys, .. } => format!("{keys} random keys"),
             _ => "the hash space".to_string(),
         };
-        let over_keys = keys.as_ref().map(|(path, k)| (format!("the keys of {}", path.display()), k));
+        let over_keys = keys.map(|(path, k)| (format!("the keys of {}", path.display()), k));
         let other = &other;
         [(what, &uniform)]
             .into_iter()

@@ -1,5 +1,6 @@
 //! `nginx-ketama diff`: what moves between two configurations (or two nginx versions).
 
+use super::hottest::{self, Hottest, Place};
 use super::{basis_name, unit_words};
 use crate::args::{self, FailMovedAbove, Failed, FormatArg, Fragment, KeyLength, KeysFile, Loaded, NoResolve, SvgFile};
 use crate::args::{modelled_version, with_modelled_range};
@@ -17,8 +18,8 @@ use nginx_ketama::{Libc, NginxVersion, Upstream};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// The schema of `diff --format json` (docs/schemas/diff.v1.json).
-const SCHEMA: Schema = Schema("nginx-ketama/diff/v1");
+/// The schema of `diff --format json` (docs/schemas/diff.v2.json; v1 had no `keys.hottest`).
+const SCHEMA: Schema = Schema("nginx-ketama/diff/v2");
 /// The JSON document of `diff --engine` (`docs/schemas/engine-diff.v1.json`).
 const ENGINE_SCHEMA: Schema = Schema("nginx-ketama/engine-diff/v1");
 
@@ -83,7 +84,7 @@ pub(crate) struct Args {
     /// peers by address. Exact where the proxy hashes the key with CRC-32 on intervals, else sampled
     /// (docs/engines.md); with --keys, --requests or --log, also both over those keys.
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine,
-          conflicts_with_all = ["failed", "svg", "fail_moved_above"])]
+          conflicts_with_all = ["failed", "hottest", "svg", "fail_moved_above"])]
     engine: Option<Engine>,
     /// With --engine, when sampled: how many random keys.
     #[arg(long, default_value_t = 100_000, requires = "engine")]
@@ -290,6 +291,8 @@ struct Report<'a> {
     diff: &'a Diff,
     moves: Rows,
     changes: Rows,
+    /// Over keys, with `--hottest N`: the keys with the most requests that move.
+    hottest: Option<Hottest>,
 }
 
 impl Report<'_> {
@@ -332,7 +335,7 @@ impl Report<'_> {
         if b > 0 || a > 0 {
             changes.push_summary(vec![Cell::Pick(None), of(b), of(a), Cell::Empty, Cell::Empty, net(a, b)]);
         }
-        Report { diff, moves, changes }
+        Report { diff, moves, changes, hottest: None }
     }
 
     fn write_table(&self, out: &mut impl Write) -> Result<()> {
@@ -343,7 +346,12 @@ impl Report<'_> {
             self.moves.write_table(out)?;
         }
         writeln!(out)?;
-        self.changes.write_table(out)
+        self.changes.write_table(out)?;
+        if let Some(hot) = &self.hottest {
+            writeln!(out)?;
+            hot.write_table(out)?;
+        }
+        Ok(())
     }
 }
 
@@ -358,6 +366,9 @@ impl serde::Serialize for Report<'_> {
             moves: rows::Json<'a>,
             servers: rows::Json<'a>,
             round_robin: RoundRobinJson,
+            /// Over keys, with `--hottest N`.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            hottest: Option<&'a Hottest>,
         }
         #[derive(serde::Serialize)]
         struct RoundRobinJson {
@@ -372,12 +383,14 @@ impl serde::Serialize for Report<'_> {
             moves: self.moves.json(),
             servers: self.changes.json(),
             round_robin: RoundRobinJson { before: d.round_robin.0, after: d.round_robin.1 },
+            hottest: self.hottest.as_ref(),
         }
         .serialize(serializer)
     }
 }
 
 pub(crate) fn run(args: &Args) -> Result<Verdict> {
+    let n = args.keys.hottest(args.format.format)?;
     let to_path = args.to_path();
     let from = args.load(&args.from, args.upstream.as_deref(), args.from_version, args.from_libc)?;
     let to_upstream = args.to_upstream.as_deref().or(args.upstream.as_deref());
@@ -390,7 +403,27 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     if let Some(engine) = args.engine {
         return on_engine(args, engine, (&from, &a), (&to, &b), &diff);
     }
-    let keys = args.keys.count_pairs(&from, &to, |pairs| Diff::of_key_pairs(&a, &b, pairs))?;
+    // A request moves when its server before and after differ (round-robin is one more owner), as in `Diff`.
+    let goes = |pair: &(Vec<u8>, Vec<u8>)| {
+        (hottest::server(a.servers(), a.pick_key(&pair.0)), hottest::server(b.servers(), b.pick_key(&pair.1)))
+    };
+    let keys = args.keys.count_pairs(&from, &to, |pairs| match n {
+        None => (Diff::of_key_pairs(&a, &b, pairs), None),
+        Some(n) => {
+            let mut counter = hottest::counter(n);
+            let diff = Diff::of_key_pairs(
+                &a,
+                &b,
+                pairs.inspect(|pair| {
+                    let (before, after) = goes(pair);
+                    if before != after {
+                        counter.insert(pair);
+                    }
+                }),
+            );
+            (diff, Some((n, counter)))
+        }
+    })?;
     if let Some(path) = &args.svg.svg {
         let title = format!("{} → {}", args.from.display(), to_path.display());
         let inputs =
@@ -398,7 +431,20 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
         svg::write(path, &svg::diff_svg(&a, &b, &title), inputs)?;
     }
     let hash_space = Report::of(&diff, "hash-space");
-    let over_keys = keys.as_ref().map(|(path, k)| (path, Report::of(k, "keys")));
+    let over_keys = keys.as_ref().map(|(path, (k, counter))| {
+        let mut report = Report::of(k, "keys");
+        report.hottest = counter.as_ref().map(|(n, counter)| {
+            let places =
+                vec![Place { json: "from", heading: "from".into() }, Place { json: "to", heading: "to".into() }];
+            let goes = |pair: &(Vec<u8>, Vec<u8>)| {
+                let (before, after) = goes(pair);
+                vec![before.map(ToString::to_string), after.map(ToString::to_string)]
+            };
+            let key = |pair: &(Vec<u8>, Vec<u8>)| (pair.0.clone(), Some(pair.1.clone()));
+            Hottest::of(counter, *n, "moved keys".into(), k.total, places, key, goes)
+        });
+        (path, report)
+    });
     let verdict = Verdict::of(args.gate.fail_moved_above.into_iter().flat_map(|limit| {
         let keys = over_keys.as_ref().map(|(path, k)| (format!("the keys of {}", path.display()), k.diff));
         [("the hash space".to_string(), &diff)]

@@ -235,11 +235,6 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         bail!("explain has no CSV form (its steps are not a table): use --format table or json");
     }
     if let Some(line) = &args.request {
-        if format == Format::Json {
-            bail!(
-                "explain --request has no JSON form yet: `route --requests` gives a request's key and attempts as JSON"
-            );
-        }
         return explain_request(args, line);
     }
     let loaded = args.config.load()?;
@@ -278,6 +273,59 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The schema of `explain --request --format json` (docs/schemas/explain-request.v1.json).
+const REQUEST_SCHEMA: Schema = Schema("nginx-ketama/explain-request/v1");
+
+/// The JSON document of `explain --request`.
+#[derive(serde::Serialize)]
+struct RequestJson {
+    schema: Schema,
+    /// The request line (invalid UTF-8 replaced).
+    request: String,
+    /// The header lines, in order, as `[name, value]`.
+    headers: Vec<(String, String)>,
+    client: String,
+    server_addr: String,
+    /// `FILE:LINE` of the `server` block chosen, once one is.
+    server_block: Option<String>,
+    /// `FILE:LINE` of the `location` chosen, once one is.
+    location: Option<String>,
+    #[serde(flatten)]
+    goes: RequestGoes,
+}
+
+/// Where the request goes: to a hash upstream (how its key is built, then the key's explanation), or as
+/// `route --requests` says it.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum RequestGoes {
+    Hash {
+        /// Always `hash`.
+        goes: &'static str,
+        upstream: String,
+        /// The `hash` directive's expression as written.
+        expression: String,
+        /// Each part of the expression and the bytes it gave, in order.
+        parts: Vec<PartJson>,
+        /// The key's explanation, as `explain KEY` gives it (`nginx-ketama/explain/v1`'s `keys` item).
+        explanation: Box<KeyJson>,
+    },
+    Other(crate::route::NotHashed),
+}
+
+/// One part of a key expression.
+#[derive(serde::Serialize)]
+struct PartJson {
+    /// `text`, `variable` or `capture`.
+    part: &'static str,
+    /// The variable's name (without `$`) or the capture's number; absent for text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    value: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value_hex: Option<String>,
+}
+
 /// `explain --request`: where nginx sends the request, how its key is built, then the key's steps.
 fn explain_request(args: &Args, line: &str) -> Result<()> {
     use nginx_ketama::config::expression::Part;
@@ -296,10 +344,58 @@ fn explain_request(args: &Args, line: &str) -> Result<()> {
     let request = Request::from_head(head.as_bytes(), args.client, server, nginx_ketama::request::Scheme::Http)
         .map_err(|e| anyhow::anyhow!("--request: {e}"))?;
     let (dispatched, t) = trace(&config, &request)?;
+    let hashed = match &dispatched {
+        Dispatch::Hash { upstream, key, .. } => {
+            let chosen = config.hash_upstream(Some(upstream))?;
+            let up = chosen.upstream;
+            let fails = args.failed.in_upstream(up)?;
+            let explanation = explain(&mut Worker::new(up), key, NOW, fails);
+            Some((upstream.as_str(), chosen.key, up, explanation))
+        }
+        _ => None,
+    };
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let mut out = BufWriter::new(crate::stdout::stdout());
-    writeln!(out, "request {:?} from {} to {server}", String::from_utf8_lossy(request.line()), args.client)?;
+    if args.format.format == Format::Json {
+        let goes = match hashed {
+            Some((upstream, expression, up, e)) => RequestGoes::Hash {
+                goes: "hash",
+                upstream: upstream.to_string(),
+                expression: expression.to_string(),
+                parts: t
+                    .key_parts
+                    .iter()
+                    .map(|(part, bytes)| {
+                        let (part, name) = match part {
+                            Part::Literal(_) => ("text", None),
+                            Part::Variable(name) => ("variable", Some(name.to_string())),
+                            Part::Capture(n) => ("capture", Some(n.to_string())),
+                        };
+                        let (value, value_hex) = key_text(bytes);
+                        PartJson { part, name, value: value.into_owned(), value_hex }
+                    })
+                    .collect(),
+                explanation: Box::new(to_json(up, &e, false)),
+            },
+            None => RequestGoes::Other(crate::route::not_hashed(&dispatched)),
+        };
+        let doc = RequestJson {
+            schema: REQUEST_SCHEMA,
+            request: lossy(request.line()),
+            headers: request.headers().iter().map(|h| (lossy(&h.name), lossy(&h.value))).collect(),
+            client: args.client.to_string(),
+            server_addr: server.to_string(),
+            server_block: t.server.as_ref().map(ToString::to_string),
+            location: t.location.as_ref().map(ToString::to_string),
+            goes,
+        };
+        json(&mut out, &doc)?;
+        out.flush()?;
+        return Ok(());
+    }
+    writeln!(out, "request {:?} from {} to {server}", lossy(request.line()), args.client)?;
     for h in request.headers() {
-        writeln!(out, "  {}: {}", String::from_utf8_lossy(&h.name), String::from_utf8_lossy(&h.value))?;
+        writeln!(out, "  {}: {}", lossy(&h.name), lossy(&h.value))?;
     }
     if let Some(at) = &t.server {
         writeln!(out, "server block at {at}")?;
@@ -307,16 +403,12 @@ fn explain_request(args: &Args, line: &str) -> Result<()> {
     if let Some(at) = &t.location {
         writeln!(out, "location at {at}")?;
     }
-    let (upstream, key) = match dispatched {
-        Dispatch::Hash { upstream, key, .. } => (upstream, key),
-        other => {
-            writeln!(out, "goes: {}", goes(&other))?;
-            out.flush()?;
-            return Ok(());
-        }
+    let Some((upstream, expression, up, e)) = hashed else {
+        writeln!(out, "goes: {}", crate::route::not_hashed(&dispatched))?;
+        out.flush()?;
+        return Ok(());
     };
-    let chosen = config.hash_upstream(Some(&upstream))?;
-    writeln!(out, "upstream {upstream}: hash {}", chosen.key)?;
+    writeln!(out, "upstream {upstream}: hash {expression}")?;
     for (part, bytes) in &t.key_parts {
         let value = String::from_utf8_lossy(bytes);
         match part {
@@ -325,25 +417,7 @@ fn explain_request(args: &Args, line: &str) -> Result<()> {
             Part::Capture(n) => writeln!(out, "  ${n:<9} {value:?}")?,
         }
     }
-    let up = chosen.upstream;
-    let fails = args.failed.in_upstream(up)?;
-    let mut worker = Worker::new(up);
-    write!(out, "{}", explain(&mut worker, &key, NOW, fails).render(up))?;
+    write!(out, "{}", e.render(up))?;
     out.flush()?;
     Ok(())
-}
-
-/// Where a request goes when it is not to a hash upstream.
-fn goes(d: &nginx_ketama::dispatch::Dispatch) -> String {
-    use nginx_ketama::dispatch::Dispatch;
-    match d {
-        Dispatch::Return { status } => format!("nginx answers {status} itself (return)"),
-        Dispatch::BadRequest(b) => format!("nginx refuses it: {b}"),
-        Dispatch::NoLocation => "no location matches: nginx answers 404".into(),
-        Dispatch::NoServer(a) => format!("no server listens on {a}"),
-        Dispatch::NotHash { upstream } => format!("upstream \"{upstream}\", which does not hash"),
-        Dispatch::Proxy { url } => format!("proxy_pass {url}, not an upstream block"),
-        Dispatch::NoProxy => "the location serves it itself".into(),
-        other => format!("{other:?}"),
-    }
 }

@@ -1,5 +1,6 @@
 //! `nginx-ketama share`: each server's exact share of first picks.
 
+use super::hottest::{self, Hottest, Place};
 use super::{basis_name, health_name, unit_words};
 use crate::args::{ConfigArgs, FailSkewAbove, Failed, FormatArg, KeyLength, KeysFile, SvgFile};
 use crate::gate::{self, Verdict};
@@ -11,8 +12,8 @@ use nginx_ketama::Method;
 use nginx_ketama::analysis::{PickMap, ServerHealth, Share};
 use std::io::{BufWriter, Write};
 
-/// The schema of `share --format json` (docs/schemas/share.v1.json).
-const SCHEMA: Schema = Schema("nginx-ketama/share/v1");
+/// The schema of `share --format json` (docs/schemas/share.v2.json; v1 had no `keys.hottest`).
+const SCHEMA: Schema = Schema("nginx-ketama/share/v2");
 
 /// `share`'s arguments.
 #[derive(clap::Args)]
@@ -63,6 +64,9 @@ struct KeysJson<'a> {
     round_robin: u64,
     /// `server`, `keys`, `fraction`.
     servers: rows::Json<'a>,
+    /// With `--hottest N`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hottest: Option<&'a Hottest>,
 }
 
 /// The rows of a share: one per server, round-robin, the total.
@@ -141,11 +145,26 @@ fn largest_over_fair(share: &Share) -> Option<(String, f64)> {
 }
 
 pub(crate) fn run(args: &Args) -> Result<Verdict> {
+    let n = args.keys.hottest(args.format.format)?;
     let loaded = args.config.load()?;
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::with_failing(up, args.failed.in_upstream(up)?, args.key_length.key_length);
     let share = Share::of(&map);
-    let keys = args.keys.count(&loaded, |keys| Share::of_keys(&map, keys))?;
+    let keys = args.keys.count(&loaded, |keys| match n {
+        None => (Share::of_keys(&map, keys), None),
+        Some(n) => {
+            let mut counter = hottest::counter(n);
+            let share = Share::of_keys(&map, keys.inspect(|k| counter.insert(k.as_slice())));
+            (share, Some((n, counter)))
+        }
+    })?;
+    let hot = keys.as_ref().and_then(|(_, (share, counter))| {
+        let (n, counter) = counter.as_ref()?;
+        let server = |k: &Vec<u8>| hottest::server(map.servers(), map.pick_key(k)).map(ToString::to_string);
+        let places = vec![Place { json: "server", heading: "server".into() }];
+        Some(Hottest::of(counter, *n, "keys".into(), share.total, places, |k| (k.clone(), None), |k| vec![server(k)]))
+    });
+    let keys = keys.map(|(path, (share, _))| (path, share));
     if let Some(path) = &args.svg.svg {
         let title = format!("upstream {name}: share of first picks");
         let inputs = loaded.files.iter().cloned().chain(args.keys.path().map(std::path::Path::to_path_buf)).collect();
@@ -180,6 +199,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                         total: k.total,
                         round_robin: k.round_robin,
                         servers: rows.json(),
+                        hottest: hot.as_ref(),
                     }),
                 };
                 json(&mut out, &doc)?;
@@ -190,6 +210,10 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                 with_keys(rows, key_rows).write_table(&mut out)?;
                 if !share.answerable {
                     writeln!(out, "no peer answers: every request fails")?;
+                }
+                if let Some(hot) = &hot {
+                    writeln!(out)?;
+                    hot.write_table(&mut out)?;
                 }
             }
             Format::Csv => with_keys(rows, key_rows).write_csv(&mut out)?,
