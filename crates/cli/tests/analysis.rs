@@ -660,7 +660,7 @@ fn diff_on_an_engine_shows_both_sides() {
     let b = conf("eb.conf", &FIVE.replace("127.0.0.1:9005;", "127.0.0.1:9005;\n  server 127.0.0.1:9006;"));
     let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     let doc = json(&run(&["diff", "--from", a, "--to", b, "--engine", "ingress-nginx", "--format", "json"], b""));
-    assert_eq!(doc["schema"], "nginx-ketama/engine-diff/v1");
+    assert_eq!(doc["schema"], "nginx-ketama/engine-diff/v2");
     let sides = doc["sides"].as_array().unwrap();
     assert_eq!((sides[0]["side"].as_str(), sides[1]["side"].as_str()), (Some("nginx"), Some("ingress-nginx")));
     let ring = ingress_ring(&[

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 /// The schema of `diff --format json` (docs/schemas/diff.v2.json; v1 had no `keys.hottest`).
 const SCHEMA: Schema = Schema("nginx-ketama/diff/v2");
-/// The JSON document of `diff --engine` (`docs/schemas/engine-diff.v1.json`).
-const ENGINE_SCHEMA: Schema = Schema("nginx-ketama/engine-diff/v1");
+/// The JSON document of `diff --engine` (`docs/schemas/engine-diff.v2.json`).
+const ENGINE_SCHEMA: Schema = Schema("nginx-ketama/engine-diff/v2");
 
 /// `diff`'s arguments: two sides, each a configuration file, an upstream, an nginx version and a C library.
 #[derive(clap::Args)]
