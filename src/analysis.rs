@@ -47,5 +47,5 @@ pub mod share;
 
 pub use diff::Diff;
 pub use explain::Explanation;
-pub use picks::{Arc, Basis, HASH_SPACE, Pick, PickMap, ServerHealth};
+pub use picks::{Arc, Basis, HASH_SPACE, Pick, PickMap, ServerHealth, first_attempt};
 pub use share::{Share, Unit};

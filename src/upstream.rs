@@ -342,6 +342,13 @@ impl Upstream {
     }
 
     /// nginx's `single`: exactly one primary peer and no backups.
+    /// The attempts its peers allow a request before `*_next_upstream_tries` caps them (`u->peer.tries`:
+    /// every peer of both lists, `down` ones too before 1.19.6; algorithm §5).
+    pub(crate) fn peer_tries(&self) -> u32 {
+        let counts = |p: &&Peer| !p.is_down() || !self.version().rules().retry_budget_skips_down;
+        self.primary().iter().chain(self.backup()).filter(counts).count() as u32
+    }
+
     pub(crate) fn is_single(&self, list: List) -> bool {
         list == List::Primary && self.primary.len() == 1 && self.backup.is_empty()
     }

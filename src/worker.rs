@@ -465,9 +465,7 @@ impl<'u> Worker<'u> {
     /// `pc->tries` before any cap: every address, primary and backup; since nginx 1.19.6 only the ones not
     /// marked `down` (algorithm §5, the retry budget).
     fn peer_budget(&self) -> u32 {
-        let up = self.upstream;
-        let counts = |p: &&Peer| !p.is_down() || !up.version().rules().retry_budget_skips_down;
-        up.primary().iter().chain(up.backup()).filter(counts).count() as u32
+        self.upstream.peer_tries()
     }
 
     /// The refused-only shorthand's judge: a failure is an `error` retried by the default policy.

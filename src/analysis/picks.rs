@@ -21,6 +21,7 @@
 //! costs an attempt instead of a miss. The answer is the server that finally serves the key; which of its
 //! addresses does depends on the worker's round-robin state, so servers are counted by server string.
 
+use crate::failure::{ClientRequest, Decision, Freed, Reply, RetryPolicy, decide};
 use crate::peer::{List, Peer};
 use crate::plain::step_of;
 use crate::ring::Ring;
@@ -246,6 +247,13 @@ impl PlainWalk {
     }
 }
 
+/// What nginx does after a request's first attempt at a peer of `upstream` that ends as `reply`, under
+/// `policy`, for `client`'s request: the budget is the whole of what the peers and `*_next_upstream_tries`
+/// allow ([`decide`] with it).
+pub fn first_attempt(upstream: &Upstream, reply: Reply, policy: &RetryPolicy, client: &ClientRequest) -> Decision {
+    decide(reply, policy, client, policy.budget(upstream.peer_tries()), 0)
+}
+
 impl PickMap {
     /// The key length the plain hash's rehash steps are computed for unless told otherwise.
     pub const DEFAULT_KEY_LEN: NonZeroUsize = NonZeroUsize::new(16).expect("16 is not 0");
@@ -253,6 +261,44 @@ impl PickMap {
     /// The map of an upstream whose peers all answer (`down` ones excepted).
     pub fn new(upstream: &Upstream) -> PickMap {
         PickMap::with_failing(upstream, |_| false, PickMap::DEFAULT_KEY_LEN)
+    }
+
+    /// The map in the steady state of peers that answer as `reply` says, under `policy`, to `client`'s
+    /// requests: a peer whose answer to a request's first attempt frees it as FAILED (an error or a timeout;
+    /// a listed status with another try to come: algorithm §5.1) is passed over once `max_fails` such
+    /// answers fall within `fail_timeout`, as [`PickMap::with_failing`] has refused peers; a peer whose
+    /// answer is passed on to the client (a status not listed, a last try, a sent POST) or retried as NEXT
+    /// (a listed 403 or 404) keeps its keys.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::num::NonZeroUsize;
+    /// use nginx_ketama::analysis::{PickMap, ServerHealth, Share};
+    /// use nginx_ketama::failure::{ClientRequest, Condition, NextUpstream, Reply, RetryPolicy};
+    /// use nginx_ketama::{Method, Peer, Upstream};
+    ///
+    /// let up = Upstream::builder(Method::Consistent).peers(["10.0.0.1:80", "10.0.0.2:80"].map(Peer::new)).build()?;
+    /// let reply = |p: &Peer| if p.name() == "10.0.0.1:80" { Reply::Status(502) } else { Reply::OK };
+    /// let one = NonZeroUsize::MIN;
+    /// // nginx's default policy passes a 502 on: 10.0.0.1 keeps its keys.
+    /// let map = PickMap::with_replies(&up, reply, &RetryPolicy::default(), &ClientRequest::default(), one);
+    /// assert_eq!(Share::of(&map).servers[0].health, ServerHealth::Up);
+    /// // Listed, it is a failure: 10.0.0.1 is passed over.
+    /// let listed = RetryPolicy { next_upstream: NextUpstream::default().with(Condition::Http502), ..RetryPolicy::default() };
+    /// let map = PickMap::with_replies(&up, reply, &listed, &ClientRequest::default(), one);
+    /// assert_eq!(Share::of(&map).servers[0].health, ServerHealth::Failing);
+    /// # Ok::<(), nginx_ketama::UpstreamError>(())
+    /// ```
+    pub fn with_replies(
+        upstream: &Upstream,
+        reply: impl Fn(&Peer) -> Reply,
+        policy: &RetryPolicy,
+        client: &ClientRequest,
+        key_len: NonZeroUsize,
+    ) -> PickMap {
+        let failed = |p: &Peer| first_attempt(upstream, reply(p), policy, client).freed == Freed::Failed;
+        PickMap::with_failing(upstream, failed, key_len)
     }
 
     /// The map when the peers `failing` accepts refuse connections. `key_len` is the key length the plain

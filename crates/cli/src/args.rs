@@ -285,6 +285,19 @@ fn parse_fail(arg: &str) -> Result<(String, Reply), String> {
     Ok((server.to_string(), reply))
 }
 
+/// A failure kind as `--fail` spells it (the inverse of its parser).
+pub(crate) fn fail_kind(reply: Reply) -> String {
+    match reply {
+        Reply::Status(s) => s.to_string(),
+        Reply::Refused => "refused".into(),
+        Reply::ConnectTimeout => "connect-timeout".into(),
+        Reply::ReadTimeout => "timeout".into(),
+        Reply::Closed => "closed".into(),
+        Reply::InvalidHeader => "invalid-header".into(),
+        Reply::StaleConnection => "stale".into(),
+    }
+}
+
 /// What [`FailArgs`] resolve to for one upstream.
 pub(crate) struct Failures<'a> {
     fail: &'a [(String, Reply)],

@@ -365,3 +365,60 @@ fn route_requests_with_failure_kinds_agrees_with_nginx() -> Result<()> {
     ));
     Ok(())
 }
+
+/// `share --fail` (issue 20 point 3): the steady-state map `PickMap::with_replies` draws — a server whose
+/// answer to a first attempt frees it as FAILED (a listed 502/503 with tries left, an invalid header, a stall,
+/// a refusal) passed over, one whose listed 404 is retried as NEXT keeping its first picks — is where nginx
+/// sends each request first once every failing server has failed. The same answers judged with the map
+/// that `--failed` on every named server draws, or with no server failing, are wrong.
+#[test]
+fn share_with_failure_kinds_is_where_nginx_sends_requests_first() -> Result<()> {
+    use nginx_ketama::analysis::{Pick, PickMap};
+    use nginx_ketama::failure::ClientRequest;
+    let Some(installs) = installs() else { return Ok(()) };
+    let backend = Build::Local(installs.last().expect("non-empty").clone());
+    let (topology, failures) = scenario();
+    let up = topology.upstream(backend.version(), backend.libc())?;
+    let one = std::num::NonZeroUsize::MIN;
+    let steady =
+        PickMap::with_replies(&up, |p| failures.reply(&topology, p), &failures.policy, &ClientRequest::default(), one);
+    let named = |p: &nginx_ketama::Peer| failures.kind(&topology, p.name()).is_some();
+    let all_named_failed = PickMap::with_failing(&up, named, one);
+    let none_failed = PickMap::new(&up);
+    let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
+    let keys = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}-{i}").into_bytes()).collect::<Vec<_>>();
+    // Warm-up: every failing server is a first pick of some of these keys, and fails (max_fails=1).
+    session.send(&keys("warm", 400), &mut |_| {})?;
+    let probe = keys("probe", 600);
+    let responses = session.send(&probe, &mut |_| {})?;
+    drop(session);
+    let first = |map: &PickMap, key: &[u8]| match map.pick_key(key) {
+        Pick::Server(i) => map.servers()[i].to_string(),
+        Pick::RoundRobin => "round-robin".to_string(),
+    };
+    let wrong = |map: &PickMap| {
+        probe
+            .iter()
+            .zip(&responses)
+            .filter(|(k, r)| {
+                let nginx = r.upstream_addr.as_deref().unwrap_or_default().split(", ").next().unwrap_or_default();
+                first(map, k) != nginx
+            })
+            .count()
+    };
+    assert_eq!(wrong(&steady), 0, "share --fail's steady state is where nginx sends each request first");
+    let (as_failed, as_none) = (wrong(&all_named_failed), wrong(&none_failed));
+    assert!(as_failed > 0 && as_none > 0, "--failed on every named server: {as_failed}; none failing: {as_none}");
+    let next_server = topology.lines[1].server.clone();
+    assert!(
+        probe.iter().any(|k| first(&steady, k) == next_server),
+        "the server whose 404 is retried as NEXT keeps first picks"
+    );
+    report(&format!(
+        "share --fail on nginx {}: {} requests after warm-up went first where the steady-state map says; the \
+         --failed map gets {as_failed} wrong, the no-failure map {as_none}",
+        backend.version(),
+        probe.len()
+    ));
+    Ok(())
+}

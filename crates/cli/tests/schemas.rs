@@ -39,6 +39,17 @@ fn outputs() -> Vec<(String, Value)> {
         one(&["forge", "--config", c, "--server", "127.0.0.1:9003", "--count", "3"]);
     }
     one(&["share", "--config", a, "--nginx-version", "1.18.0", "--libc", "musl"]);
+    one(&[
+        "share",
+        "--config",
+        a,
+        "--fail",
+        "127.0.0.1:9001=502",
+        "--fail",
+        "127.0.0.1:9002=timeout",
+        "--method",
+        "POST",
+    ]);
     one(&["diff", "--from", a, "--to", b, "--keys", keys]);
     one(&["diff", "--from", a, "--to", b, "--keys", keys, "--hottest", "3"]);
     // Hot keys that are not UTF-8 (`key_hex`); checked below.

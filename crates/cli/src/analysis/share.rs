@@ -2,14 +2,15 @@
 
 use super::hottest::{self, Hottest, Place};
 use super::{basis_name, health_name, unit_words};
-use crate::args::{ConfigArgs, FailSkewAbove, Failed, FormatArg, KeyLength, KeysFile, SvgFile};
+use crate::args::{ConfigArgs, FailArgs, FailSkewAbove, Failed, FormatArg, KeyLength, KeysFile, SvgFile, fail_kind};
 use crate::gate::{self, Verdict};
 use crate::render::rows::{self, Cell, Column, Rows};
 use crate::render::{Format, json, svg};
 use crate::schema::Schema;
 use anyhow::Result;
 use nginx_ketama::Method;
-use nginx_ketama::analysis::{PickMap, ServerHealth, Share};
+use nginx_ketama::analysis::{PickMap, ServerHealth, Share, first_attempt};
+use nginx_ketama::failure::Freed;
 use std::io::{BufWriter, Write};
 
 /// The schema of `share --format json` (docs/schemas/share.v2.json; v1 had no `keys.hottest`).
@@ -22,6 +23,8 @@ pub(crate) struct Args {
     config: ConfigArgs,
     #[command(flatten)]
     failed: Failed,
+    #[command(flatten)]
+    failures: FailArgs,
     #[command(flatten)]
     key_length: KeyLength,
     #[command(flatten)]
@@ -52,9 +55,38 @@ struct ShareJson<'a> {
     round_robin_fraction: f64,
     /// `false` when no peer answers at all.
     answerable: bool,
+    /// With `--fail`, `--method` or `--location`: how each server that does not answer `200` is freed on a
+    /// request's first attempt, which decides whether it keeps its keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replies: Option<Vec<ReplyJson>>,
     /// With `--keys`.
     #[serde(skip_serializing_if = "Option::is_none")]
     keys: Option<KeysJson<'a>>,
+}
+
+/// How one server that does not answer `200` is treated in the steady state.
+#[derive(serde::Serialize)]
+struct ReplyJson {
+    server: String,
+    /// As `--fail` spells it.
+    reply: String,
+    /// `failed` (passed over once `max_fails` fall in `fail_timeout`), `next` (retried, keeps its keys) or
+    /// `success` (its answer is passed on to the client).
+    freed: &'static str,
+    /// What the client gets when the request ends there.
+    client_status: u16,
+}
+
+impl ReplyJson {
+    fn line(&self) -> String {
+        let what = match self.freed {
+            "failed" => "a failure, the request moves on; passed over once max_fails of them fall within fail_timeout"
+                .to_string(),
+            "next" => "retried on the next server and not counted: keeps its first picks".to_string(),
+            _ => format!("passed on to the client ({}): keeps its keys", self.client_status),
+        };
+        format!("{} answers {}: {what}", self.server, self.reply)
+    }
 }
 
 #[derive(serde::Serialize)]
@@ -148,7 +180,35 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let n = args.keys.hottest(args.format.format)?;
     let loaded = args.config.load()?;
     let (up, name) = (&loaded.upstream, &loaded.name);
-    let map = PickMap::with_failing(up, args.failed.in_upstream(up)?, args.key_length.key_length);
+    let refused = args.failed.in_upstream(up)?;
+    let (map, replies) = if args.failures.given() {
+        let f = args.failures.resolve(&loaded, &args.failed)?;
+        let map = PickMap::with_replies(up, |p| f.reply(p), &f.policy, &f.client, args.key_length.key_length);
+        let replies = up
+            .primary()
+            .iter()
+            .chain(up.backup())
+            .filter(|p| f.reply(p) != nginx_ketama::failure::Reply::OK)
+            .map(|p| {
+                let reply = f.reply(p);
+                let d = first_attempt(up, reply, &f.policy, &f.client);
+                let freed = match d.freed {
+                    Freed::Failed => "failed",
+                    Freed::Next => "next",
+                    Freed::Success => "success",
+                };
+                ReplyJson {
+                    server: p.name().to_string(),
+                    reply: fail_kind(reply),
+                    freed,
+                    client_status: d.client_status,
+                }
+            })
+            .collect();
+        (map, Some(replies))
+    } else {
+        (PickMap::with_failing(up, refused, args.key_length.key_length), None)
+    };
     let share = Share::of(&map);
     let keys = args.keys.count(&loaded, |keys| match n {
         None => (Share::of_keys(&map, keys), None),
@@ -194,6 +254,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                     round_robin: share.round_robin,
                     round_robin_fraction: rows::fraction(share.round_robin, share.total),
                     answerable: share.answerable,
+                    replies,
                     keys: keys.as_ref().zip(key_rows.as_ref()).map(|((path, k), rows)| KeysJson {
                         file: path.display().to_string(),
                         total: k.total,
@@ -210,6 +271,9 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                 with_keys(rows, key_rows).write_table(&mut out)?;
                 if !share.answerable {
                     writeln!(out, "no peer answers: every request fails")?;
+                }
+                for r in replies.iter().flatten() {
+                    writeln!(out, "{}", r.line())?;
                 }
                 if let Some(hot) = &hot {
                     writeln!(out)?;
