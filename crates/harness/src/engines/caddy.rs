@@ -156,7 +156,7 @@ fn source(rng: &mut Gen) -> Ipv4Addr {
 fn text(rng: &mut Gen, alphabet: &[u8], len: usize, out: &mut Vec<u8>) {
     for _ in 0..len {
         let v = rng.next_u64();
-        if v % 8 == 0 {
+        if v.is_multiple_of(8) {
             out.extend_from_slice(format!("%{:02X}", (v >> 8) as u8).as_bytes());
         } else {
             out.push(alphabet[((v >> 8) % alphabet.len() as u64) as usize]);
