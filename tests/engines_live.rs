@@ -7,7 +7,9 @@
 //!   and `avalanche`, `hash-key`, `map-based`, backups with and without `allbackups`. Where the hash is
 //!   computable from the key (`crc32` by forging keys, `none` by writing the number) the keys sit at both
 //!   ends of every segment of the model's answer, ties between two nodes included; 150 random keys each.
-//! * Caddy: `lb_policy header` over 4 random pools, 300 random keys each.
+//! * Caddy: each hashing `lb_policy` over 2 random pools, 300 random requests each: `header`, `uri_hash`
+//!   (paths and queries as sent), `ip_hash` (from random 127.x.y.z sources) on every release; from 2.7
+//!   `query` (repeated and encoded names) and `client_ip_hash` behind `trusted_proxies`.
 //!
 //! Without provisioned engines this prints a loud `SKIP:` line and passes, unless `NGINX_PARITY=require`.
 //! Every process is killed when its guard drops, and by the kernel if this process dies (`PR_SET_PDEATHSIG`).
@@ -62,6 +64,9 @@ fn assert_clean(reports: &[proof::ReleaseReport]) {
             "engines_live: {} {}: {} topologies, {} keys, 0 mismatches",
             r.engine, r.release, r.topologies, r.requests
         ));
+        for k in r.kinds.iter().filter(|_| r.engine == Live::Caddy) {
+            report(&format!("engines_live:   {}: {} requests, 0 mismatches", k.kind, k.requests));
+        }
     }
 }
 

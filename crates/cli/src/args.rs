@@ -565,8 +565,8 @@ pub(crate) struct EngineUnderProof {
     /// Prove this proxy's model against the real engine instead of the library against nginx: haproxy or
     /// caddy, every provisioned release (scripts/provision-engines) or the one named as engines/versions
     /// names it (haproxy@3.0.11, haproxy@3.2.x, caddy@2.6). Random topologies (--topologies, default one
-    /// of each kind), random keys (--keys) and keys at both ends of every ring segment where the key's hash
-    /// is computable, seeded by --seed; mismatches go to --mismatches. Exit 0 proven, 1 on mismatches, 2 for
+    /// of each HAProxy kind, two of each Caddy lb_policy that hashes), random keys (--keys) and keys at both
+    /// ends of every ring segment where the key's hash is computable, seeded by --seed; mismatches go to --mismatches. Exit 0 proven, 1 on mismatches, 2 for
     /// an engine that does not run here (envoy, kong, traefik, ingress-nginx, apisix), 3 when it is not
     /// provisioned.
     #[arg(

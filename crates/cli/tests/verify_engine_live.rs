@@ -55,9 +55,9 @@ fn row<'a>(stdout: &'a str, engine: Live, release: &str) -> Vec<&'a str> {
 }
 
 /// Every provisioned release of `engine` proven through the command: one row each, requests counted, 0
-/// mismatches, exit 0, no mismatch file.
-fn proves_every_release(engine: Live, args: &[&str]) {
-    let Some(found) = provisioned(engine) else { return };
+/// mismatches, exit 0, no mismatch file. Returns what it printed.
+fn proves_every_release(engine: Live, args: &[&str]) -> Option<String> {
+    let found = provisioned(engine)?;
     let dir = tempfile::tempdir().unwrap();
     let mismatches = dir.path().join("m.jsonl");
     let mut all = vec!["--engine", engine.name(), "--seed", "11", "--mismatches", mismatches.to_str().unwrap()];
@@ -74,6 +74,7 @@ fn proves_every_release(engine: Live, args: &[&str]) {
     assert!(stdout.contains(&format!("0 mismatches: the {engine} model picks the server the real {engine} picks")));
     assert!(!mismatches.exists());
     report(&format!("verify_engine_live: verify --engine {engine} {}\n{stdout}", args.join(" ")));
+    Some(stdout)
 }
 
 #[test]
@@ -82,9 +83,40 @@ fn verify_engine_haproxy_proves_every_provisioned_release() {
     proves_every_release(Live::HaProxy, &["--keys", "20"]);
 }
 
+/// Caddy: every hashing policy of each release (two pools each), with its own row of 0 mismatches.
 #[test]
 fn verify_engine_caddy_proves_every_provisioned_release() {
-    proves_every_release(Live::Caddy, &["--topologies", "2", "--keys", "60"]);
+    let Some(found) = provisioned(Live::Caddy) else { return };
+    let Some(stdout) = proves_every_release(Live::Caddy, &["--keys", "40"]) else { return };
+    for build in &found {
+        for policy in caddy_policies(&build.release) {
+            let counts = policy_row(&stdout, &build.release, policy);
+            assert_eq!(counts, [2, 80, 0], "{} {policy}:\n{stdout}", build.release);
+        }
+    }
+    assert!(stdout.contains("2.6.2 has no query nor client_ip_hash policy"), "{stdout}");
+}
+
+/// The hashing policies Caddy `release` has, as the table names them (`query` and `client_ip_hash` came
+/// in 2.7).
+fn caddy_policies(release: &str) -> Vec<&'static str> {
+    let mut all = vec!["header X-Key", "uri_hash", "ip_hash"];
+    if release != "2.6.2" {
+        all.extend(["query k", "client_ip_hash (trusted_proxies 127.0.0.0/9)"]);
+    }
+    all
+}
+
+/// The per-policy row of `release`: `[topologies, requests, mismatches]`.
+fn policy_row(stdout: &str, release: &str, policy: &str) -> [usize; 3] {
+    for line in stdout.lines() {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        if cells.len() > 4 && cells[0] == release && cells[1..cells.len() - 3].join(" ") == policy {
+            let n = |i: usize| cells[cells.len() - 3 + i].parse().unwrap();
+            return [n(0), n(1), n(2)];
+        }
+    }
+    panic!("no row for caddy {release} {policy} in:\n{stdout}")
 }
 
 /// The mutation check: `--wrong-model` runs `engine`'s newest release against a wrong rule; the run
@@ -140,15 +172,22 @@ fn a_wrong_haproxy_model_is_caught_by_the_boundary_keys() {
     }
 }
 
-/// A Caddy model with the other release's hash is caught on random keys; a passing run at the same path
-/// then removes that earlier run's mismatch file, as `verify` does with nginx's.
+/// A wrong Caddy model is caught on every policy of the newest release: `header` with the other release's
+/// hash, `uri_hash` hashing the path without its query, `query` the first value only, `ip_hash` the
+/// address's four bytes, `client_ip_hash` the peer with `trusted_proxies` ignored. A passing run at the
+/// same path then removes that earlier run's mismatch file, as `verify` does with nginx's.
 #[test]
 fn a_wrong_caddy_model_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("m.jsonl");
-    let args = ["--topologies", "1", "--keys", "30"];
-    if wrong_model_is_caught(Live::Caddy, &file, &args).is_none() {
-        return;
+    let args = ["--keys", "30"];
+    let Some(lines) = wrong_model_is_caught(Live::Caddy, &file, &args) else { return };
+    let newest = provisioned(Live::Caddy).and_then(|mut b| b.pop()).unwrap();
+    for policy in caddy_policies(&newest.release) {
+        let prefix = format!("{policy},");
+        let caught = lines.iter().filter(|l| l["topology_kind"].as_str().unwrap().starts_with(&prefix)).count();
+        assert!(caught > 0, "{policy}: no mismatch");
+        report(&format!("verify_engine_live: caddy@{} --wrong-model: {policy}: {caught} mismatches", newest.release));
     }
     let mut all = vec!["--engine", "caddy", "--mismatches", file.to_str().unwrap()];
     all.extend(args);
@@ -236,8 +275,8 @@ fn flags_that_do_not_apply_are_refused() {
     let build = empty.path().join("caddy-2.6.2");
     std::fs::create_dir(&build).unwrap();
     std::fs::write(build.join("run"), "#!/bin/sh\nexit 1\n").unwrap();
-    let stderr = common::fails(&verify(empty.path(), &["--engine", "caddy", "--only", "4"]));
-    assert!(stderr.contains("--only 4 is out of range: caddy 2.6.2 runs 4 topologies"), "{stderr}");
+    let stderr = common::fails(&verify(empty.path(), &["--engine", "caddy", "--only", "6"]));
+    assert!(stderr.contains("--only 6 is out of range: caddy 2.6.2 runs 6 topologies"), "{stderr}");
 }
 
 /// The directories `/tmp/nk-<pid>-*` the process `pid` made (the harness's scratch directories).

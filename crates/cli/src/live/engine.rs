@@ -141,7 +141,7 @@ fn check_only(builds: &[Build], options: &Options) -> Result<(), String> {
     Ok(())
 }
 
-/// One row per release.
+/// One row per release; for Caddy, then one per release and policy.
 fn table(reports: &[ReleaseReport]) -> String {
     let mut out =
         format!("{:<8} {:<8} {:>10} {:>9} {:>10}\n", "engine", "release", "topologies", "requests", "mismatches");
@@ -154,6 +154,25 @@ fn table(reports: &[ReleaseReport]) -> String {
             r.requests,
             r.mismatches.len()
         ));
+    }
+    let caddy: Vec<&ReleaseReport> = reports.iter().filter(|r| r.engine == Live::Caddy).collect();
+    if !caddy.is_empty() {
+        let width = caddy.iter().flat_map(|r| &r.kinds).map(|k| k.kind.len()).max().unwrap_or(0).max(6);
+        out.push_str(&format!(
+            "\n{:<8} {:<width$} {:>10} {:>9} {:>10}\n",
+            "release", "policy", "topologies", "requests", "mismatches"
+        ));
+        for r in &caddy {
+            for k in &r.kinds {
+                out.push_str(&format!(
+                    "{:<8} {:<width$} {:>10} {:>9} {:>10}\n",
+                    r.release, k.kind, k.topologies, k.requests, k.mismatches
+                ));
+            }
+        }
+        if caddy.iter().any(|r| r.release == "2.6.2") {
+            out.push_str("(2.6.2 has no query nor client_ip_hash policy: they came in 2.7)\n");
+        }
     }
     out
 }

@@ -1,9 +1,11 @@
 //! The echo backends an engine proxies to, and asking the engine where a key goes: backend `i` listens on
 //! 127.0.0.`i+1` (distinct addresses, for HAProxy's `hash-key addr`) and answers every request with its
-//! index; a request carries its key in `X-Key`, the header both engines hash.
+//! index; a request carries its key in `X-Key` (the header both engines hash), or in its URI, its query
+//! or its source address (Caddy's `uri_hash`, `query`, `ip_hash`, `client_ip_hash`).
 
+use crate::nginx::netns::connect_from;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 /// How long a backend or the engine may take to answer.
@@ -56,18 +58,46 @@ fn serve(mut conn: TcpStream, index: usize) {
     let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
 }
 
-/// The index of the backend the request with `X-Key: key` reached through the engine at `front`, or `None`
-/// for any other answer (the engine answered itself: no server).
+/// One request as sent to the engine: `GET target` with `headers`, from 127.0.0.1 or the `from` address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The request-target (origin form: path and query).
+    pub target: Vec<u8>,
+    /// Header fields besides `Host` and `Connection`.
+    pub headers: Vec<(&'static str, Vec<u8>)>,
+    /// The source address the connection is bound to (any of 127.0.0.0/8 is local), or the default.
+    pub from: Option<Ipv4Addr>,
+}
+
+impl Request {
+    /// `GET /` with `X-Key: key`.
+    pub fn keyed(key: &[u8]) -> Request {
+        Request { target: b"/".to_vec(), headers: vec![("X-Key", key.to_vec())], from: None }
+    }
+}
+
+/// The index of the backend `request` reached through the engine at `front`, or `None` for any other
+/// answer (the engine answered itself: no server).
 ///
 /// # Errors
 ///
 /// The engine could not be reached or did not answer in time.
-pub fn ask(front: SocketAddr, key: &[u8]) -> std::io::Result<Option<usize>> {
-    let mut conn = TcpStream::connect(front)?;
+pub fn ask(front: SocketAddr, request: &Request) -> std::io::Result<Option<usize>> {
+    let mut conn = match request.from {
+        Some(ip) => connect_from(SocketAddr::from((ip, 0)), front)?,
+        None => TcpStream::connect(front)?,
+    };
     conn.set_read_timeout(Some(ANSWER_WITHIN))?;
-    let mut req = b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\nX-Key: ".to_vec();
-    req.extend_from_slice(key);
-    req.extend_from_slice(b"\r\n\r\n");
+    let mut req = b"GET ".to_vec();
+    req.extend_from_slice(&request.target);
+    req.extend_from_slice(b" HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (name, value) in &request.headers {
+        req.extend_from_slice(name.as_bytes());
+        req.extend_from_slice(b": ");
+        req.extend_from_slice(value);
+        req.extend_from_slice(b"\r\n");
+    }
+    req.extend_from_slice(b"\r\n");
     conn.write_all(&req)?;
     let mut resp = Vec::new();
     conn.read_to_end(&mut resp)?;

@@ -2,12 +2,11 @@
 //! keys asked through it, and the backend each reached compared with the model's pick. Returns a report;
 //! `tests/engines_live.rs` asserts it clean, `verify --engine` prints it.
 
-use super::backends::{EchoBackends, ask};
+use super::backends::{EchoBackends, Request, ask};
 use super::install::{Build, Live};
 use super::process::{StartError, start};
 use super::random::Gen;
 use super::{caddy, haproxy};
-use nginx_ketama::analysis::compare::sample_key;
 use nginx_ketama::analysis::forge::Forger;
 use nginx_ketama::engines::EngineError;
 use nginx_ketama::engines::caddy::Release as CaddyRelease;
@@ -43,12 +42,12 @@ pub struct Options {
     pub model: ModelRule,
 }
 
-/// Topologies per release by default: each HAProxy kind of topology once (16 before 3.0, 21 from 3.0), 4
-/// Caddy pools.
+/// Topologies per release by default: each HAProxy kind of topology once (16 before 3.0, 21 from 3.0), two
+/// pools of each Caddy policy (6 on 2.6.2, 10 from 2.7: [`caddy::policies`]).
 pub fn default_topologies(build: &Build) -> Result<usize, ProofError> {
     Ok(match build.engine {
         Live::HaProxy => haproxy::kinds(haproxy_release(build)?).len(),
-        Live::Caddy => caddy::DEFAULT_TOPOLOGIES,
+        Live::Caddy => caddy::default_topologies(caddy_release(build)?),
     })
 }
 
@@ -57,9 +56,10 @@ pub fn default_topologies(build: &Build) -> Result<usize, ProofError> {
 pub struct Mismatch {
     /// The topology's index.
     pub topology: usize,
-    /// What the topology sets (`consistent crc32`, `pool of 4`).
+    /// What the topology sets (`consistent crc32`, `uri_hash, pool of 4`).
     pub label: String,
-    /// The key.
+    /// The key the model hashed (HAProxy's and Caddy's `header`: the `X-Key` sent; Caddy's `uri_hash` the
+    /// URI, `query` the values joined, `ip_hash` the address).
     pub key: Vec<u8>,
     /// The backend the engine sent it to (`None`: it answered itself, no server).
     pub engine_said: Option<SocketAddr>,
@@ -82,6 +82,21 @@ pub struct ReleaseReport {
     pub requests: usize,
     /// Where the engine and the model differ.
     pub mismatches: Vec<Mismatch>,
+    /// The same counts per kind of topology, in the order first run.
+    pub kinds: Vec<KindReport>,
+}
+
+/// What one kind of topology counted: a HAProxy kind (`consistent crc32`), a Caddy policy (`uri_hash`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindReport {
+    /// The kind.
+    pub kind: String,
+    /// Topologies run.
+    pub topologies: usize,
+    /// Requests compared.
+    pub requests: usize,
+    /// Of them, mismatches.
+    pub mismatches: usize,
 }
 
 /// One topology done, for progress.
@@ -153,12 +168,14 @@ fn caddy_release(build: &Build) -> Result<CaddyRelease, ProofError> {
     build.release.parse().map_err(|e| ProofError::new(build, None, Cause::Unmodelled(e)))
 }
 
-/// One topology, ready to run: its configuration, servers, keys and model.
+/// One topology, ready to run: its configuration, servers, requests (each with the key the model hashes)
+/// and model.
 struct Topology {
+    kind: String,
     label: String,
     config: Box<dyn Fn(u16) -> String>,
     servers: Vec<SocketAddr>,
-    keys: Vec<Vec<u8>>,
+    requests: Vec<(Request, Vec<u8>)>,
     pick: Pick,
 }
 
@@ -185,28 +202,39 @@ fn topology(
             };
             let servers = case.servers.iter().map(|s| s.addr).collect();
             let label = case.name.clone();
-            Ok(Topology { label, config: Box::new(move |port| haproxy::config(&case, port)), servers, keys, pick })
+            let requests = keys.into_iter().map(|key| (Request::keyed(&key), key)).collect();
+            let kind = case.name.clone();
+            Ok(Topology {
+                kind,
+                label,
+                config: Box::new(move |port| haproxy::config(&case, port)),
+                servers,
+                requests,
+                pick,
+            })
         }
         Live::Caddy => {
             let release = caddy_release(build)?;
+            let policy = caddy::policy(release, index);
             let pool = caddy::pool(index, backends, &mut rng);
-            let model = match options.model {
-                ModelRule::Right => caddy::model(release, &pool),
-                ModelRule::Wrong => caddy::wrong_model(release, &pool),
+            let asked = caddy::requests(&policy, &mut rng, options.keys.unwrap_or(caddy::DEFAULT_KEYS));
+            let (model, requests) = match options.model {
+                ModelRule::Right => {
+                    (caddy::model(release, &pool), asked.into_iter().map(|a| (a.request, a.key)).collect())
+                }
+                ModelRule::Wrong => (
+                    caddy::wrong_model(release, &policy, &pool),
+                    asked.into_iter().map(|a| (a.request, a.wrong_key)).collect(),
+                ),
             };
-            let mut keys = Vec::new();
-            let mut key = Vec::new();
-            for i in 0..options.keys.unwrap_or(caddy::DEFAULT_KEYS) {
-                sample_key(rng.next_u64(), i as u64, &mut key);
-                keys.push(key.clone());
-            }
-            let label = format!("pool of {}", pool.len());
+            let label = caddy::label(&policy, &pool);
             let config_pool = pool.clone();
             Ok(Topology {
+                kind: caddy::kind(&policy),
                 label,
-                config: Box::new(move |port| caddy::config(&config_pool, port)),
+                config: Box::new(move |port| caddy::config(&policy, &config_pool, port)),
                 servers: pool,
-                keys,
+                requests,
                 pick: Box::new(move |key| model.pick(key)),
             })
         }
@@ -239,14 +267,15 @@ pub fn prove(
         topologies: 0,
         requests: 0,
         mismatches: Vec::new(),
+        kinds: Vec::new(),
     };
     for &index in &indexes {
         let t = topology(build, index, backends.addrs(), options, &forger)?;
         let running =
             start(build, &*t.config).map_err(|e| ProofError::new(build, Some((index, &t.label)), Cause::Start(e)))?;
         let before = report.mismatches.len();
-        for key in &t.keys {
-            let real = ask(running.front(), key).map_err(|source| {
+        for (request, key) in &t.requests {
+            let real = ask(running.front(), request).map_err(|source| {
                 let key = String::from_utf8_lossy(key).into_owned();
                 ProofError::new(build, Some((index, &t.label)), Cause::Ask { key, source })
             })?;
@@ -265,11 +294,22 @@ pub fn prove(
             }
         }
         report.topologies += 1;
+        let kind = match report.kinds.iter().position(|k| k.kind == t.kind) {
+            Some(at) => &mut report.kinds[at],
+            None => {
+                let kind = KindReport { kind: t.kind.clone(), topologies: 0, requests: 0, mismatches: 0 };
+                report.kinds.push(kind);
+                report.kinds.last_mut().expect("just pushed")
+            }
+        };
+        kind.topologies += 1;
+        kind.requests += t.requests.len();
+        kind.mismatches += report.mismatches.len() - before;
         progress(&Progress {
             index,
             of: count,
             label: &t.label,
-            requests: t.keys.len(),
+            requests: t.requests.len(),
             mismatches: report.mismatches.len() - before,
         });
     }

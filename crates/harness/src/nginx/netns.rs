@@ -564,7 +564,7 @@ impl Net<'_> {
 }
 
 /// A blocking connect from a chosen source address.
-fn connect_from(from: SocketAddr, to: SocketAddr) -> io::Result<TcpStream> {
+pub(crate) fn connect_from(from: SocketAddr, to: SocketAddr) -> io::Result<TcpStream> {
     let (SocketAddr::V4(from), SocketAddr::V4(to)) = (from, to) else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "source-bound connections are IPv4 only"));
     };
