@@ -183,6 +183,21 @@ fn changed_failure_rules_fail_the_live_comparison() -> Result<()> {
     Ok(())
 }
 
+/// The scenario's failures as `--fail SERVER=KIND` arguments (dead servers refuse).
+fn fail_args(topology: &Topology, failures: &Failures) -> Vec<String> {
+    let mut args: Vec<String> = failures
+        .answers
+        .iter()
+        .map(|(server, answer)| match answer {
+            Answer::Status(s) => format!("{server}={s}"),
+            Answer::Stall => format!("{server}=timeout"),
+            Answer::InvalidHeader => format!("{server}=invalid-header"),
+        })
+        .collect();
+    args.extend(topology.lines.iter().filter(|l| l.dead).map(|l| format!("{}=refused", l.server)));
+    args
+}
+
 /// `route` (and `explain`) `--fail … --method … --location …` against nginx: the scenario's nginx.conf, as the harness rendered
 /// it, is `route`'s `--config`; the location is its front `proxy_pass` (so the retry rules come from the
 /// config reader); every key's attempts, `$upstream_status` and client status must be nginx's, for GET and
@@ -192,16 +207,7 @@ fn route_with_failure_kinds_agrees_with_nginx() -> Result<()> {
     let Some(installs) = installs() else { return Ok(()) };
     let backend = Build::Local(installs.last().expect("non-empty").clone());
     let (topology, failures) = scenario();
-    let mut fail_args: Vec<String> = failures
-        .answers
-        .iter()
-        .map(|(server, answer)| match answer {
-            Answer::Status(s) => format!("{server}={s}"),
-            Answer::Stall => format!("{server}=timeout"),
-            Answer::InvalidHeader => format!("{server}=invalid-header"),
-        })
-        .collect();
-    fail_args.extend(topology.lines.iter().filter(|l| l.dead).map(|l| format!("{}=refused", l.server)));
+    let fail_args = fail_args(&topology, &failures);
     let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("route-{i}").into_bytes()).collect();
     for method in [HttpMethod::Get, HttpMethod::Post] {
         let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
@@ -280,16 +286,7 @@ fn route_requests_with_failure_kinds_agrees_with_nginx() -> Result<()> {
     let Some(installs) = installs() else { return Ok(()) };
     let backend = Build::Local(installs.last().expect("non-empty").clone());
     let (topology, failures) = scenario();
-    let mut fail_args: Vec<String> = failures
-        .answers
-        .iter()
-        .map(|(server, answer)| match answer {
-            Answer::Status(s) => format!("{server}={s}"),
-            Answer::Stall => format!("{server}=timeout"),
-            Answer::InvalidHeader => format!("{server}=invalid-header"),
-        })
-        .collect();
-    fail_args.extend(topology.lines.iter().filter(|l| l.dead).map(|l| format!("{}=refused", l.server)));
+    let fail_args = fail_args(&topology, &failures);
     let plan = Plan {
         requests: (0..200)
             .map(|i| PlannedRequest {

@@ -328,65 +328,66 @@ fn print_address_order(reports: &[UpstreamReport]) {
     }
 }
 
-/// The key expression runs, per upstream (builds with the same outcome named together).
-fn print_expressions(reports: &[UpstreamReport]) {
-    let mut lines: Vec<(String, Vec<&str>)> = Vec::new();
-    for r in reports {
-        let line = match &r.expression {
-            ExpressionReport::NotRun => continue,
-            ExpressionReport::NotProven(why) => format!("{}: not proven: {why}", r.upstream),
-            ExpressionReport::Run { requests, refused, mismatches, variables } => {
-                format!(
-                    "{}: {requests} generated requests ({refused} refused by nginx), {mismatches} mismatches; \
-                     variables: {}",
-                    r.upstream,
-                    variables.iter().map(|v| format!("${v}")).collect::<Vec<_>>().join(", ")
-                )
-            }
-        };
-        match lines.iter_mut().find(|(l, _)| *l == line) {
-            Some((_, builds)) => builds.push(&r.build),
-            None => lines.push((line, vec![&r.build])),
+/// Prints `title` and one line per distinct text of `lines` (per report: its build and its line, `None`
+/// for none), naming together the builds that printed the same.
+fn print_by_build<'a>(title: &str, lines: impl Iterator<Item = (&'a str, Option<String>)>) {
+    let mut grouped: Vec<(String, Vec<&str>)> = Vec::new();
+    for (build, line) in lines {
+        let Some(line) = line else { continue };
+        match grouped.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, builds)) => builds.push(build),
+            None => grouped.push((line, vec![build])),
         }
     }
-    if lines.is_empty() {
+    if grouped.is_empty() {
         return;
     }
-    println!("key expressions (each hashed as written, on requests from 127.0.0.0/8 clients):");
-    for (line, builds) in lines {
+    println!("{title}");
+    for (line, builds) in grouped {
         println!("  {line} [nginx {}]", builds.join(", "));
     }
+}
+
+/// The key expression runs, per upstream (builds with the same outcome named together).
+fn print_expressions(reports: &[UpstreamReport]) {
+    let line = |r: &UpstreamReport| match &r.expression {
+        ExpressionReport::NotRun => None,
+        ExpressionReport::NotProven(why) => Some(format!("{}: not proven: {why}", r.upstream)),
+        ExpressionReport::Run { requests, refused, mismatches, variables } => Some(format!(
+            "{}: {requests} generated requests ({refused} refused by nginx), {mismatches} mismatches; variables: {}",
+            r.upstream,
+            variables.iter().map(|v| format!("${v}")).collect::<Vec<_>>().join(", ")
+        )),
+    };
+    print_by_build(
+        "key expressions (each hashed as written, on requests from 127.0.0.0/8 clients):",
+        reports.iter().map(|r| (r.build.as_str(), line(r))),
+    );
 }
 
 /// What the failure-kind runs met, per upstream and build (builds that met the same are named together),
 /// and the rules they ran under.
 fn print_failure_kinds(reports: &[UpstreamReport]) {
-    let mut lines: Vec<(String, Vec<&str>)> = Vec::new();
-    for r in reports.iter().filter(|r| r.failure_kinds.runs > 0) {
+    let line = |r: &UpstreamReport| {
         let k = &r.failure_kinds;
         let met: Vec<String> = k.met.iter().map(|(kind, n)| format!("{kind} {n}")).collect();
-        let line = format!(
-            "{}: {} run{}, {} requests ({} POST): {}; under {}",
-            r.upstream,
-            k.runs,
-            if k.runs == 1 { "" } else { "s" },
-            k.requests,
-            k.posts,
-            if met.is_empty() { "none met".to_string() } else { met.join(", ") },
-            k.rules
-        );
-        match lines.iter_mut().find(|(l, _)| *l == line) {
-            Some((_, builds)) => builds.push(&r.build),
-            None => lines.push((line, vec![&r.build])),
-        }
-    }
-    if lines.is_empty() {
-        return;
-    }
-    println!("failure kinds (requests that met each, in the runs with failure kinds):");
-    for (line, builds) in lines {
-        println!("  {line} [nginx {}]", builds.join(", "));
-    }
+        (k.runs > 0).then(|| {
+            format!(
+                "{}: {} run{}, {} requests ({} POST): {}; under {}",
+                r.upstream,
+                k.runs,
+                if k.runs == 1 { "" } else { "s" },
+                k.requests,
+                k.posts,
+                if met.is_empty() { "none met".to_string() } else { met.join(", ") },
+                k.rules
+            )
+        })
+    };
+    print_by_build(
+        "failure kinds (requests that met each, in the runs with failure kinds):",
+        reports.iter().map(|r| (r.build.as_str(), line(r))),
+    );
 }
 
 /// The requests whose route depends on when nginx's clock ticked, by why; none is counted as compared.

@@ -421,6 +421,28 @@ impl UpstreamReport {
     }
 }
 
+/// `mismatches` of one run of `upstream` on `install` (seeded `seed`, its upstream written as `block`) as
+/// findings.
+fn findings(
+    install: &Installation,
+    upstream: &ConfigUpstream,
+    seed: u64,
+    block: &str,
+    replay: &str,
+    mismatches: Vec<crate::run::parity::Mismatch>,
+) -> impl Iterator<Item = Finding> {
+    let (version, index, block, replay) = (install.label(), upstream.index, block.to_string(), replay.to_string());
+    mismatches.into_iter().map(move |mismatch| Finding {
+        version: version.clone(),
+        backend: "local".into(),
+        topology: index,
+        topology_seed: seed,
+        upstream_block: block.clone(),
+        mismatch,
+        replay: replay.clone(),
+    })
+}
+
 /// The key expression run of one upstream ([`expression`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExpressionReport {
@@ -817,15 +839,7 @@ impl Prover {
                 }
             }
             let block = t.upstream_block(HTTP_KEY, true);
-            report.findings.extend(result.mismatches.into_iter().map(|mismatch| Finding {
-                version: install.label(),
-                backend: "local".into(),
-                topology: upstream.index,
-                topology_seed: t.seed,
-                upstream_block: block.clone(),
-                mismatch,
-                replay: replay.to_string(),
-            }));
+            report.findings.extend(findings(install, upstream, t.seed, &block, replay, result.mismatches));
         }
         report.arcs_proven = arcs.unwrap_or(0);
         report.expression = match &upstream.expression {
@@ -896,15 +910,7 @@ impl Prover {
             Err(keyed::NotModelled(why)) => return Ok(ExpressionReport::NotProven(why)),
         };
         let (requests, refused, mismatches) = (run.requests, run.refused, run.mismatches.len());
-        report.findings.extend(run.mismatches.into_iter().map(|mismatch| Finding {
-            version: install.label(),
-            backend: "local".into(),
-            topology: upstream.index,
-            topology_seed: t.seed,
-            upstream_block: block.clone(),
-            mismatch,
-            replay: replay.to_string(),
-        }));
+        report.findings.extend(findings(install, upstream, t.seed, &block, replay, run.mismatches));
         Ok(ExpressionReport::Run { requests, refused, mismatches, variables: needs.variables.clone() })
     }
 

@@ -323,8 +323,14 @@ pub fn start(backend: &Build, topology: Topology) -> Result<Session> {
 ///
 /// As [`start`].
 pub fn start_failing(backend: &Build, topology: Topology, failures: Option<&Failures>) -> Result<Session> {
+    start_site(backend, topology, |t, probe| http_site_failing(t, probe, failures))
+}
+
+/// Starts nginx on `backend` with the site `site(topology, probe)` draws; in a container (`probe`), asks
+/// nginx how its resolver ordered each hostname's addresses and keeps the topology resolved that way.
+fn start_site(backend: &Build, topology: Topology, site: impl FnOnce(&Topology, bool) -> Site) -> Result<Session> {
     let probe = matches!(backend, Build::Docker { .. }) && !topology.hosts.is_empty();
-    let instance = backend.start(&http_site_failing(&topology, probe, failures), backend.prefix()?)?;
+    let instance = backend.start(&site(&topology, probe), backend.prefix()?)?;
     let topology = if probe {
         let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
         topology.resolved(&resolution)
@@ -347,20 +353,13 @@ pub fn start_keyed(backend: &Build, topology: Topology, expression: &str, maps: 
             let _ = std::fs::remove_file(path);
         }
     }
-    let probe = matches!(backend, Build::Docker { .. }) && !topology.hosts.is_empty();
-    let mut site = http_site(&topology, probe);
-    if let Some(http) = site.http.as_mut() {
-        http.upstream_block =
-            format!("{maps}{}", topology.upstream_block(&crate::site::token::token(expression), true));
-    }
-    let instance = backend.start(&site, backend.prefix()?)?;
-    let topology = if probe {
-        let resolution = resolve_through_nginx(instance.as_ref(), &topology)?;
-        topology.resolved(&resolution)
-    } else {
-        topology
-    };
-    Ok(Session { instance, describe: backend.describe(), topology })
+    start_site(backend, topology, |t, probe| {
+        let mut site = http_site(t, probe);
+        if let Some(http) = site.http.as_mut() {
+            http.upstream_block = format!("{maps}{}", t.upstream_block(&crate::site::token::token(expression), true));
+        }
+        site
+    })
 }
 
 /// The nginx.conf the library reads to judge a [`start_keyed`] run: the same maps and upstream block behind
