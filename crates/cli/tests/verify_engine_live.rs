@@ -300,8 +300,25 @@ fn children_of(pid: u32) -> Vec<i32> {
         .collect()
 }
 
-/// Interrupted while an engine runs: exit 130, the engine stopped (by the kernel: `PR_SET_PDEATHSIG`), its
-/// scratch directory removed by the signal handling.
+/// The running processes below `pid` (children and their children: an engine runs as a process tree the
+/// harness owns, under a keeper process as root).
+fn descendants_of(pid: u32) -> Vec<i32> {
+    let children = children_of(pid);
+    let grandchildren: Vec<i32> = children.iter().flat_map(|&c| children_of(c as u32)).collect();
+    children.into_iter().chain(grandchildren).collect()
+}
+
+/// Whether process `pid` runs Caddy (its command line names the binary: the provisioned wrapper runs it
+/// through the tree's own loader).
+fn is_caddy(pid: i32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a.ends_with(b"/usr/bin/caddy")))
+}
+
+/// Interrupted while an engine runs (Caddy itself, not only its wrapper): exit 130, the engine's process tree
+/// killed by the signal handling before the scratch directories are removed (Caddy writes its state under
+/// its `$HOME` in one: a Caddy still running then recreated it, which this test once caught), its scratch
+/// directory removed.
 #[test]
 fn an_interrupted_run_leaves_no_engine_and_no_directory() {
     let Some(first) = provisioned(Live::Caddy).and_then(|b| b.into_iter().next()) else { return };
@@ -314,8 +331,9 @@ fn an_interrupted_run_leaves_no_engine_and_no_directory() {
     let pid = child.id();
     let mut engines = Vec::new();
     let started = processes::within(std::time::Duration::from_secs(60), || {
-        engines = children_of(pid);
-        !engines.is_empty() && !scratch_of(pid).is_empty()
+        engines = descendants_of(pid);
+        // Caddy has run far enough to write its state under its `$HOME` (a scratch directory's).
+        engines.iter().any(|&p| is_caddy(p)) && scratch_of(pid).iter().any(|d| d.join("home").exists())
     });
     // SAFETY: the process this test started.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };

@@ -1,16 +1,19 @@
 //! One engine build as a process: started by its `run` wrapper in a scratch directory holding its
-//! configuration, on a free 127.0.0.1 port, and stopped when its guard drops — or by the kernel when the
-//! thread that started it dies (`PR_SET_PDEATHSIG`), so that nothing outlives a killed run. The directory
-//! is one of the harness's scratch directories ([`crate::nginx::scratch`]): removed when dropped, by the
-//! CLI's signal handling when interrupted, and by `nginx-ketama cleanup` after a `SIGKILL`.
+//! configuration, on a free 127.0.0.1 port, as a process tree the harness owns
+//! ([`crate::nginx::tree::ProcessTree`], as nginx is): killed whole when its guard drops, by the kernel when
+//! the thread that started it dies, and by the CLI's signal handling *before* it removes the scratch
+//! directories (an engine still running then could write its state back into one: Caddy recreates its
+//! `$HOME` directories). The directory is one of the harness's scratch directories
+//! ([`crate::nginx::scratch`]): removed when dropped, by the CLI's signal handling when interrupted, and by
+//! `nginx-ketama cleanup` after a `SIGKILL`, which also kills an engine tree left behind.
 
 use super::install::{Build, Live};
 use crate::nginx::local::fresh_prefix;
 use crate::nginx::scratch::ScratchDir;
+use crate::nginx::tree::ProcessTree;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long an engine may take to listen.
@@ -59,7 +62,7 @@ pub enum StartError {
 /// A running engine, killed when dropped.
 #[derive(Debug)]
 pub struct Running {
-    child: Child,
+    tree: ProcessTree,
     front: SocketAddr,
     config: String,
     dir: ScratchDir,
@@ -79,8 +82,8 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        // Before the directory (a field) is removed.
+        self.tree.kill();
     }
 }
 
@@ -122,18 +125,15 @@ pub fn start(build: &Build, config: &dyn Fn(u16) -> String) -> Result<Running, S
                 cmd.env(var, home.join(sub));
             }
         }
-        // SAFETY: prctl is async-signal-safe; the child dies with the thread that started it.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().map_err(io("starting"))?;
-        let mut running = Running { child, front: SocketAddr::from(([127, 0, 0, 1], port)), config: text, dir };
+        let name = match build.engine {
+            Live::HaProxy => "haproxy",
+            Live::Caddy => "caddy",
+        };
+        let tree = ProcessTree::spawn(&mut cmd, name).map_err(io("starting"))?;
+        let mut running = Running { tree, front: SocketAddr::from(([127, 0, 0, 1], port)), config: text, dir };
         let deadline = Instant::now() + LISTEN_WITHIN;
         loop {
-            if let Some(status) = running.child.try_wait().map_err(io("waiting"))? {
+            if let Some(status) = running.tree.exited() {
                 let stderr = std::fs::read_to_string(running.dir.path().join("stderr")).unwrap_or_default();
                 if stderr.contains("ddress already in use") {
                     break;
