@@ -806,19 +806,7 @@ impl Prover {
                 kinds.runs += 1;
                 kinds.requests += plan.requests.len();
                 kinds.posts += plan.requests.iter().filter(|r| r.method == HttpMethod::Post).count();
-                for resp in &responses {
-                    let met: std::collections::BTreeSet<String> = resp
-                        .upstream_addr
-                        .as_deref()
-                        .unwrap_or_default()
-                        .split(", ")
-                        .filter_map(|name| f.kind(&t, name))
-                        .map(|k| k.to_string())
-                        .collect();
-                    for kind in met {
-                        *kinds.met.entry(kind).or_default() += 1;
-                    }
-                }
+                f.count_met(&t, responses.iter().map(|r| r.upstream_addr.as_deref()), &mut kinds.met);
                 let p = f.policy;
                 kinds.rules = format!(
                     "proxy_next_upstream {}; proxy_next_upstream_tries {} ({})",

@@ -547,19 +547,7 @@ fn run_topology(
             report.failure_topologies += 1;
             report.failure_requests.0 += plan.requests.len();
             report.failure_requests.1 += plan.requests.iter().filter(|r| r.method == HttpMethod::Post).count();
-            for resp in &responses {
-                let met: BTreeSet<String> = resp
-                    .upstream_addr
-                    .as_deref()
-                    .unwrap_or_default()
-                    .split(", ")
-                    .filter_map(|name| f.kind(&topology, name))
-                    .map(|k| k.to_string())
-                    .collect();
-                for kind in met {
-                    *report.failure_kinds.entry(kind).or_default() += 1;
-                }
-            }
+            f.count_met(&topology, responses.iter().map(|r| r.upstream_addr.as_deref()), &mut report.failure_kinds);
         }
         drop(session);
         let mut run = run;

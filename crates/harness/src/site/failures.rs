@@ -135,6 +135,27 @@ impl Failures {
         })
     }
 
+    /// Adds to `met`, per kind, the requests whose attempts (nginx's `$upstream_addr` of each, `None` when
+    /// it sent none) met that kind at least once.
+    pub fn count_met<'r>(
+        &self,
+        topology: &Topology,
+        upstream_addrs: impl IntoIterator<Item = Option<&'r str>>,
+        met: &mut BTreeMap<String, usize>,
+    ) {
+        for addr in upstream_addrs {
+            let kinds: std::collections::BTreeSet<String> = addr
+                .unwrap_or_default()
+                .split(", ")
+                .filter_map(|name| self.kind(topology, name))
+                .map(|k| k.to_string())
+                .collect();
+            for kind in kinds {
+                *met.entry(kind).or_default() += 1;
+            }
+        }
+    }
+
     /// The listeners of `topology` that answer with a failure, grouped by answer.
     pub fn listeners(&self, topology: &Topology) -> Vec<(Answer, Vec<Listen>)> {
         let mut groups: BTreeMap<Answer, Vec<Listen>> = BTreeMap::new();
