@@ -357,14 +357,7 @@ impl<'u> Worker<'u> {
         client: &ClientRequest,
         mut reply: impl FnMut(&Peer) -> A,
     ) -> Outcome {
-        let mut elapsed = 0u64;
-        let mut judge = |peer: &Peer, left: u32| {
-            let attempt: Attempt = reply(peer).into();
-            elapsed = elapsed.saturating_add(attempt.ms);
-            failure::decide(attempt.reply, policy, client, left, elapsed)
-        };
-        let budget = policy.budget(self.peer_budget());
-        self.run(key, &mut clock, budget, &mut judge, None)
+        self.policy_run(key, &mut clock, policy, client, &mut reply, None)
     }
 
     /// [`Worker::request_with`], recording every step nginx takes in `trace` (appended), as
@@ -378,14 +371,7 @@ impl<'u> Worker<'u> {
         mut reply: impl FnMut(&Peer) -> A,
         trace: &mut Vec<Step>,
     ) -> Outcome {
-        let mut elapsed = 0u64;
-        let mut judge = |peer: &Peer, left: u32| {
-            let attempt: Attempt = reply(peer).into();
-            elapsed = elapsed.saturating_add(attempt.ms);
-            failure::decide(attempt.reply, policy, client, left, elapsed)
-        };
-        let budget = policy.budget(self.peer_budget());
-        self.run(key, &mut || now, budget, &mut judge, Some(trace))
+        self.policy_run(key, &mut || now, policy, client, &mut reply, Some(trace))
     }
 
     /// [`Worker::request_with`] with the rule for each attempt supplied by the caller: `judge(peer, budget)`
@@ -466,6 +452,27 @@ impl<'u> Worker<'u> {
     /// marked `down` (algorithm §5, the retry budget).
     fn peer_budget(&self) -> u32 {
         self.upstream.peer_tries()
+    }
+
+    /// A request under `policy` for `client`, each attempt ending as `reply` says (its durations summed for
+    /// `_timeout`), judged by [`failure::decide`].
+    fn policy_run<A: Into<Attempt>>(
+        &mut self,
+        key: &[u8],
+        clock: &mut dyn FnMut() -> u64,
+        policy: &RetryPolicy,
+        client: &ClientRequest,
+        reply: &mut impl FnMut(&Peer) -> A,
+        trace: Option<&mut Vec<Step>>,
+    ) -> Outcome {
+        let mut elapsed = 0u64;
+        let mut judge = |peer: &Peer, left: u32| {
+            let attempt: Attempt = reply(peer).into();
+            elapsed = elapsed.saturating_add(attempt.ms);
+            failure::decide(attempt.reply, policy, client, left, elapsed)
+        };
+        let budget = policy.budget(self.peer_budget());
+        self.run(key, clock, budget, &mut judge, trace)
     }
 
     /// The refused-only shorthand's judge: a failure is an `error` retried by the default policy.

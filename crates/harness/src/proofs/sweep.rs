@@ -525,7 +525,7 @@ fn run_topology(
         let started = std::time::Instant::now();
         let responses = session.send_plan(&plan, &mut |n| on(Event::Requests(n)))?;
         let elapsed = started.elapsed();
-        let run = match (&options.shim, &failures) {
+        let mut run = match (&options.shim, &failures) {
             (None, Some(f)) => compare(&plan, &responses, &mut FailureModel::new(&upstream, &topology, f), elapsed),
             (None, None) => compare(&plan, &responses, &mut LibraryModel::new(&upstream, &topology), elapsed),
             (Some(command), _) => {
@@ -550,7 +550,6 @@ fn run_topology(
             f.count_met(&topology, responses.iter().map(|r| r.upstream_addr.as_deref()), &mut report.failure_kinds);
         }
         drop(session);
-        let mut run = run;
         if options.shim.is_none() && has_key_expression(index) {
             let local = matches!(backend, Build::Local(_));
             let mut rng = ChaCha8Rng::seed_from_u64(topology.seed ^ 0x6b65_7973);
