@@ -487,15 +487,16 @@ fn protocol_2_groups() -> serde_json::Value {
             "source": {"name": "hand-written protocol test", "versions": ["1.30.6"]},
             "policy": {"nextUpstream": words, "tries": 0}, "peers": peer(answer), "tests": tests})
     };
-    let test = |id: u32, method: &str, clock: Option<u32>, attempts: usize, outcome: &str, status: u16, ups: &[&str]| {
-        let mut t = serde_json::json!({"tcId": id, "keyHex": "6b", "requestMethod": method,
+    let test =
+        |id: u32, method: &str, clock: Option<u32>, attempts: usize, outcome: &str, status: u16, ups: &[&str]| {
+            let mut t = serde_json::json!({"tcId": id, "keyHex": "6b", "requestMethod": method,
             "attempts": vec!["127.0.3.1:9001"; attempts], "outcome": outcome, "status": status,
             "upstreamStatuses": ups});
-        if let Some(c) = clock {
-            t["clock"] = c.into();
-        }
-        t
-    };
+            if let Some(c) = clock {
+                t["clock"] = c.into();
+            }
+            t
+        };
     serde_json::json!({"testGroups": [
         group("p2-stale-keepalive", true, &["error", "timeout"], "stale_keepalive", serde_json::json!([
             test(1, "GET", Some(0), 1, "answered", 200, &["200"]),
@@ -562,7 +563,9 @@ fn a_protocol_1_shim_leaves_failure_groups_not_proven() {
     assert!(
         out.contains("not proven: the shim speaks protocol 1")
             && out.contains(r#"protocol 2 (this shim speaks 1)"#)
-            && out.ends_with("0 passed, 0 failed, 9 not proven (failure groups the shim answered unsupported: protocol 2)\n"),
+            && out.ends_with(
+                "0 passed, 0 failed, 9 not proven (failure groups the shim answered unsupported: protocol 2)\n"
+            ),
         "{out}"
     );
     assert!(!err.contains("protocol fault"), "{err}");
@@ -574,7 +577,12 @@ fn a_protocol_1_shim_leaves_failure_groups_not_proven() {
     let mixed = protocol_2_file(tmp.path(), &[group]);
     let (code, out, err) = replay_bounded_within(&v1, &[&mixed], "60");
     assert_eq!(code, Some(0), "{out}{err}");
-    assert!(out.ends_with(&format!("{n} passed, 0 failed, 9 not proven (failure groups the shim answered unsupported: protocol 2)\n")), "{out}");
+    assert!(
+        out.ends_with(&format!(
+            "{n} passed, 0 failed, 9 not proven (failure groups the shim answered unsupported: protocol 2)\n"
+        )),
+        "{out}"
+    );
 }
 
 /// A shim that answers `{"ok":true}` to everything and each request with `answer`, logging every message

@@ -51,10 +51,16 @@ pub(crate) fn sweep(args: &VerifyArgs) -> (Verdict, Option<Report>) {
         print_not_proven(&reports);
         print_findings(&reports, options.shim.is_some());
         match verdict {
-            Verdict::Proven => println!(
-                "0 mismatches: {} routes exactly like nginx on every request above.",
-                if options.shim.is_some() { "the shim" } else { "the library" }
-            ),
+            Verdict::Proven => {
+                println!(
+                    "0 mismatches: {} routes exactly like nginx on every request above.",
+                    if options.shim.is_some() { "the shim" } else { "the library" }
+                );
+                let unproven: usize = reports.iter().map(|r| r.not_proven.len()).sum();
+                if unproven > 0 {
+                    println!("{unproven} topologies not proven (the shim answered unsupported; see above).");
+                }
+            }
             Verdict::HarnessFault if reports.iter().all(|r| r.faults.is_empty()) => {
                 println!("nothing checked: no request or stream session was compared")
             }
@@ -210,7 +216,10 @@ fn run_once(backends: &[Build], options: &SweepOptions) -> Vec<VersionReport> {
 fn print_not_proven(reports: &[VersionReport]) {
     for r in reports {
         for n in &r.not_proven {
-            println!("not proven: nginx {} ({}), topology {} (seed {}):", r.version, r.backend, n.topology, n.topology_seed);
+            println!(
+                "not proven: nginx {} ({}), topology {} (seed {}):",
+                r.version, r.backend, n.topology, n.topology_seed
+            );
             println!("    {}", n.reason);
             println!("  replay: {}", n.replay);
         }
@@ -239,8 +248,10 @@ const SHOWN: usize = 300;
 fn print_findings(reports: &[VersionReport], shim: bool) {
     let predictor = if shim { "shim" } else { "expected" };
     for f in reports.iter().flat_map(|r| &r.findings).take(5) {
-        let shown = |o: &nginx_ketama_harness::run::observation::Observation| {
-            format!("{} {:?}", o.status, clip(&o.upstream_addr, SHOWN))
+        // `$upstream_status` too where it is compared (failure kinds), since it may be all that differs.
+        let shown = |o: &nginx_ketama_harness::run::observation::Observation| match &o.upstream_status {
+            Some(statuses) => format!("{} {:?} [{}]", o.status, clip(&o.upstream_addr, SHOWN), clip(statuses, SHOWN)),
+            None => format!("{} {:?}", o.status, clip(&o.upstream_addr, SHOWN)),
         };
         println!(
             "  nginx {} topology {} key {}: {predictor} {}, nginx {}\n  replay: {}",

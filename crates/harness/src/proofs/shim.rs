@@ -1109,8 +1109,7 @@ fn upstream_of(msg: &Value, mutation: Option<ShimMutation>) -> std::result::Resu
     let version: NginxVersion =
         msg.get("version").and_then(Value::as_str).context("no version")?.parse().context("version")?;
     let now = msg.get("now").and_then(Value::as_u64).unwrap_or(RUN_CLOCK);
-    let mut peer_values: Vec<Value> =
-        msg.get("peers").and_then(Value::as_array).context("no peers (a list)")?.clone();
+    let mut peer_values: Vec<Value> = msg.get("peers").and_then(Value::as_array).context("no peers (a list)")?.clone();
     // Each peer's `answer` (protocol 2) is read here; the rest is a vector group's peer.
     let mut answers = Vec::new();
     for p in &mut peer_values {

@@ -184,9 +184,7 @@ pub fn replay_command(backend: &Build, options: &SweepOptions, index: Option<usi
     if options.topology.max_servers != defaults.topology.max_servers {
         replay = replay.option("--max-servers", options.topology.max_servers);
     }
-    replay = replay
-        .switch("--no-ring-proof", !options.prove_ring)
-        .switch("--no-failure-kinds", !options.failure_kinds);
+    replay = replay.switch("--no-ring-proof", !options.prove_ring).switch("--no-failure-kinds", !options.failure_kinds);
     match index {
         Some(i) => replay.option("--only", i),
         None => replay.option("--topologies", 0).option("--stream-sessions", options.stream_sessions),
