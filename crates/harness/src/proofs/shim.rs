@@ -1152,3 +1152,69 @@ fn upstream_of(msg: &Value, mutation: Option<ShimMutation>) -> std::result::Resu
     let upstream = upstream_of_peers(method, version, nginx_ketama::Libc::Glibc, &peers)?;
     Ok(Setup { upstream, refuses, now, failures })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference shim's answers to `messages`, one per line.
+    fn served(messages: &[Value], mutation: Option<ShimMutation>) -> Vec<Value> {
+        let input: String = messages.iter().map(|m| format!("{m}\n")).collect();
+        let mut out = Vec::new();
+        serve_mutated(input.as_bytes(), &mut out, mutation).unwrap();
+        String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    fn upstream(protocol: u32, answer: Option<&str>, policy: Option<Value>) -> Value {
+        let mut peer = json!({"server": "127.0.3.1:9001", "address": "127.0.3.1:9001", "weight": 1, "down": false,
+            "backup": false, "maxFails": 1, "failTimeout": 10, "refuses": false});
+        if let Some(a) = answer {
+            peer["answer"] = a.into();
+        }
+        let mut m = json!({"op": "upstream", "protocol": protocol, "name": UPSTREAM, "method": "consistent",
+            "version": "1.30.6", "rules": {}, "now": RUN_CLOCK, "peers": [peer]});
+        if let Some(p) = policy {
+            m["policy"] = p;
+        }
+        m
+    }
+
+    /// The reference shim takes protocols 1 and 2 and refuses the rest as `unsupported`; as a protocol-1
+    /// shim (`--mutation protocol-1`) it refuses 2 the way the version-1 ports do. What protocol 2 adds is an
+    /// error in a protocol-1 upstream, and a protocol-2 upstream needs its policy.
+    #[test]
+    fn the_reference_shim_speaks_protocols_1_and_2() {
+        let policy = json!({"nextUpstream": ["error", "timeout"], "tries": 0});
+        let v2 = upstream(2, Some("http_502"), Some(policy.clone()));
+        assert_eq!(served(&[upstream(1, None, None)], None), [json!({"ok": true})]);
+        assert_eq!(served(std::slice::from_ref(&v2), None), [json!({"ok": true})]);
+        assert_eq!(
+            served(&[upstream(3, None, Some(policy.clone()))], None),
+            [json!({"unsupported": "protocol 3 (this shim speaks 1 and 2)"})]
+        );
+        assert_eq!(
+            served(std::slice::from_ref(&v2), Some(ShimMutation::ProtocolOne)),
+            [json!({"unsupported": "protocol 2 (this shim speaks 1)"})]
+        );
+        assert_eq!(
+            served(&[upstream(2, Some("http_999x"), Some(policy))], None),
+            [json!({"unsupported": "the answer \"http_999x\""})]
+        );
+        assert!(served(&[upstream(1, Some("timeout"), None)], None)[0].get("error").is_some());
+        assert!(served(&[upstream(2, None, None)], None)[0].get("error").is_some());
+        // A protocol-2 request's answer carries the status and $upstream_status.
+        let answers = served(&[v2, json!({"op": "request", "keyHex": "6b", "method": "POST"})], None);
+        assert_eq!(
+            answers[1],
+            json!({"attempts": ["127.0.3.1:9001"], "outcome": "answered", "status": 502, "upstreamStatuses": ["502"]})
+        );
+    }
+
+    #[test]
+    fn policies_are_sent_as_nginx_words_in_nginx_order() {
+        let p = RetryPolicy { next_upstream: NextUpstream::DEFAULT.with(Condition::Http404), tries: 3, timeout_ms: 0 };
+        assert_eq!(policy_json(&p), json!({"nextUpstream": ["error", "timeout", "http_404"], "tries": 3}));
+        let off = RetryPolicy { next_upstream: NextUpstream::OFF, ..p };
+        assert_eq!(policy_json(&off)["nextUpstream"], json!(["off"]));
+    }
+}
