@@ -16,12 +16,12 @@
 //! apart, as rustls's BoGo shim does. The shim runs as a [`ProcessTree`]: whatever it starts is killed with
 //! it when the harness is done with it, whichever way.
 
-use crate::golden::{PeerRecord, peers_of, upstream_of_peers};
+use crate::golden::{PeerRecord, failing_peers_of, peers_of, upstream_of_peers};
 use crate::nginx::tree::ProcessTree;
 use crate::run::client::Method as HttpMethod;
 use crate::run::observation::{Observation, Outcome};
 use crate::run::parity::{Model, PlannedRequest, RUN_CLOCK, clip};
-use crate::site::failures::{Answer, Failures};
+use crate::site::failures::Failures;
 use crate::site::topology::{Topology, UPSTREAM};
 use anyhow::{Context, Result};
 use nginx_ketama::failure::{ClientRequest, Condition, NextUpstream, Proxying, Reply, RequestMethod, RetryPolicy};
@@ -266,30 +266,6 @@ impl ShimAnswer {
 pub fn policy_json(policy: &RetryPolicy) -> Value {
     let words: Vec<&str> = policy.next_upstream.iter().map(Condition::word).collect();
     json!({"nextUpstream": words, "tries": policy.tries})
-}
-
-/// How a peer answers, as protocol 2 (and the failure vectors) name it: `http_502`, `timeout`,
-/// `invalid_header`.
-pub fn answer_word(answer: Answer) -> String {
-    match answer {
-        Answer::Status(s) => format!("http_{s}"),
-        Answer::Stall => "timeout".to_string(),
-        Answer::InvalidHeader => "invalid_header".to_string(),
-    }
-}
-
-/// The peers of `topology` as a protocol-2 `upstream` message carries them: each live peer that does not
-/// answer `200 OK` with its `answer`.
-pub fn failing_peers_json(topology: &Topology, failures: &Failures) -> Result<Value> {
-    let mut peers = serde_json::to_value(peers_of(topology))?;
-    for p in peers.as_array_mut().into_iter().flatten() {
-        let refuses = p.get("refuses").and_then(Value::as_bool).unwrap_or(false);
-        let answer = p.get("server").and_then(Value::as_str).and_then(|s| failures.answers.get(s)).copied();
-        if let (false, Some(answer), Some(p)) = (refuses, answer, p.as_object_mut()) {
-            p.insert("answer".into(), Value::from(answer_word(answer)));
-        }
-    }
-    Ok(peers)
 }
 
 impl Shim {
@@ -623,7 +599,7 @@ impl ShimModel {
         version: NginxVersion,
     ) -> Result<ShimModel> {
         let mut shim = Shim::start(command)?;
-        let peers = failing_peers_json(topology, failures)?;
+        let peers = serde_json::to_value(failing_peers_of(topology, failures))?;
         let started = shim.upstream_failing_json(
             topology.method.as_str(),
             &version.to_string(),
