@@ -81,7 +81,7 @@ def group_rules(group: dict) -> list[Rules]:
 
 
 def peer_answer_field(p: dict) -> str | None:
-    """A peer's ``answer`` (failure groups, §5.1): absent is 200 OK; a value this port does not know is a ValueError."""
+    """A peer's ``answer`` (failure groups, §5.1): absent is 200 OK; one this port does not know: ValueError."""
     a = p.get("answer")
     if a is not None and (not isinstance(a, str) or a == "refused" or a not in ANSWERS):
         raise ValueError(f"peer answer {a!r} is not modelled")

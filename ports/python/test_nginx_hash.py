@@ -270,7 +270,8 @@ class FailureRequests(unittest.TestCase):
         pol = Policy.of(["error", "timeout", "http_502", "non_idempotent"])
         self.assertEqual(self.run_(Worker(up), {a: "http_502"}, pol, "POST"), ([a, b], "answered", 200, ["502", "200"]))
         # refused: the request was not sent, so a POST moves on
-        self.assertEqual(self.run_(Worker(up), {a: "refused"}, method="POST"), ([a, b], "answered", 200, ["502", "200"]))
+        self.assertEqual(self.run_(Worker(up), {a: "refused"}, method="POST"),
+                         ([a, b], "answered", 200, ["502", "200"]))
         self.assertEqual(self.run_(Worker(up), {a: "timeout"}, method="POST"), ([a], "failed", 504, ["504"]))
 
     def test_timeout_and_invalid_header(self):
@@ -325,6 +326,42 @@ class FailureRequests(unittest.TestCase):
         self.assertEqual(self.run_(w, {}, now=110), ([b], "answered", 200, ["200"]))
         self.assertEqual(self.run_(w, {}, now=111), ([a], "answered", 200, ["200"]))
 
+
+
+class FailureGroupReplay(unittest.TestCase):
+    """nginx_hash_replay on a hand-made failure group (FAILURE-FORMAT's fields; expectations from §5.1)."""
+
+    def group(self, tests):
+        peer = {"server": "127.0.0.1:9001", "address": "127.0.0.1:9001", "weight": 1, "down": False,
+                "backup": False, "maxFails": 1, "failTimeout": 10, "refuses": False, "answer": "stale_keepalive"}
+        return {"name": "hand-made", "method": "consistent", "stateful": True, "source": {"versions": ["1.30.6"]},
+                "policy": {"nextUpstream": ["error", "timeout"], "tries": 0}, "peers": [peer], "tests": tests}
+
+    def case(self, tc, method, attempts, outcome, status, statuses, clock=0):
+        return {"tcId": tc, "key": "k", "keyHex": "6b", "requestMethod": method, "clock": clock,
+                "attempts": attempts, "servers": attempts, "outcome": outcome, "status": status,
+                "upstreamStatuses": statuses}
+
+    def test_replays_method_statuses_and_catches_a_difference(self):
+        from contextlib import redirect_stdout
+        from io import StringIO
+        from nginx_hash_replay import replay_group
+        a = "127.0.0.1:9001"
+        # a fresh worker has no cached connection; a 200 leaves one, which the next request meets stale
+        good = [self.case(1, "GET", [a], "answered", 200, ["200"]),
+                self.case(2, "GET", [a, a], "answered", 200, ["502", "200"], clock=1),
+                self.case(3, "POST", [a], "failed", 502, ["502"], clock=1),
+                self.case(4, "POST", [a], "answered", 200, ["200"], clock=3)]
+        self.assertEqual(replay_group("hand-made", self.group(good)), (4, 0))
+        for field, value in (("upstreamStatuses", ["200"]), ("status", 502), ("outcome", "failed"),
+                             ("requestMethod", "POST")):
+            bad = [dict(x) for x in good]
+            bad[1][field] = value
+            with redirect_stdout(StringIO()) as out:
+                passed, failed = replay_group("hand-made", self.group(bad))
+            self.assertEqual(passed + failed, 4)
+            self.assertGreaterEqual(failed, 1, field)
+            self.assertIn("FAIL hand-made tcId=2", out.getvalue())
 
 if __name__ == "__main__":
     unittest.main()
