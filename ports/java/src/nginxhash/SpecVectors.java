@@ -159,7 +159,8 @@ public final class SpecVectors {
 
     private static String dec(Attempt.Reply r, Attempt.Policy p, String method, int tries, boolean single) {
         Attempt.Decision d = Attempt.decide(r, p, method, tries, single);
-        return d.state() + (d.givenBack() ? " back" : "") + (d.retry() ? " retry" : " stop") + " up=" + d.upstreamStatus()
+        return d.state() + (d.givenBack() ? " back" : "") + (d.retry() ? " retry" : " stop")
+                + " up=" + d.upstreamStatus()
                 + " client=" + d.clientStatus() + " tries=" + d.tries();
     }
 
@@ -173,7 +174,8 @@ public final class SpecVectors {
         eq(Set.of("off"), pol(0, "error", "OFF", "http_502").nextUpstream(), "off alone");
         eq("FAILED stop up=502 client=502 tries=2", dec(Attempt.Reply.REFUSED, pol(0, "off"), "GET", 3, false), "off");
         eq(Set.of("error", "timeout"), Attempt.Policy.DEFAULT.nextUpstream(), "default policy");
-        eq("OK stop up=502 client=502 tries=2", dec(Attempt.Reply.response(502), Attempt.Policy.DEFAULT, "GET", 3, false),
+        eq("OK stop up=502 client=502 tries=2",
+                dec(Attempt.Reply.response(502), Attempt.Policy.DEFAULT, "GET", 3, false),
                 "502 not listed by default");
         eq("FAILED retry up=504 client=0 tries=2", dec(Attempt.Reply.CONNECT_TIMEOUT, et, "POST", 3, false),
                 "connect timeout POST");
