@@ -2,7 +2,8 @@
 
 Follows the project's description of the algorithm, docs/nginx-algorithm.md (the § numbers below are its
 sections): CRC32 (§1), the peer lists (§2), the ketama ring and its lookup and per-request walk (§3), the plain
-Cache::Memcached rehash (§4), and the round-robin fallback with failure accounting (§5). Standard library only.
+Cache::Memcached rehash (§4), the round-robin fallback with failure accounting (§5), and what each kind of attempt
+does (§5.1: :class:`Policy`, :class:`Reply`, :func:`decide`, :meth:`Worker.run`). Standard library only.
 
 The pure functions (:func:`ring_points`, :class:`Ring`, :func:`plain_hashes`, :func:`slot_owner`) answer "who owns
 this key" on a healthy upstream; :class:`Worker` simulates one nginx worker process request by request, with the

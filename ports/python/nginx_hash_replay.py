@@ -7,6 +7,10 @@ Without arguments the vectors are looked for in ``vectors/v1`` of the repository
 checkout), else in ``vectors/v1`` under the current directory or its nearest parent that has one (an installed
 ``replay`` run from anywhere inside a checkout).
 
+Failure groups (those with a ``policy``, algorithm §5.1) run each test under the group's policy with its
+``requestMethod``, at ``NOW + clock``, each peer doing what its ``answer`` says; ``status`` and ``upstreamStatuses``
+are compared too. A group with a policy word or peer answer the port does not know is a SKIP.
+
 Prints one line per failing test and a closing line ``N passed, M failed[, K skipped]``. Exits non-zero if any
 test failed, a file could not be read, or no test ran at all.
 """

@@ -15,6 +15,11 @@ import java.util.stream.Stream;
 /**
  * Replays the golden vectors (vectors/v1/*.json, recorded from real nginx) against this port.
  *
+ * <p>Failure groups (those with a {@code policy}, §5.1) run each test under the group's policy with its
+ * {@code requestMethod}, at {@code NOW + clock}, each peer doing what its {@code answer} says; {@code status} and
+ * {@code upstreamStatuses} are compared too. A group with a policy word or peer answer this port does not know is a
+ * SKIP.
+ *
  * <p>Usage: {@code java -cp build nginxhash.Replay DIR_OR_FILE...}. Prints one line per failing test and a closing
  * line {@code N passed, M failed[, K skipped]}; exits 1 on any failure or unreadable file, or if no test ran.
  */

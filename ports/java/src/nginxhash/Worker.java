@@ -11,7 +11,8 @@ import java.util.function.Predicate;
 /**
  * One nginx worker process serving one upstream (docs/nginx-algorithm.md §3.4, §4, §5): it keeps the
  * per-peer state nginx keeps (smooth weighted round-robin weights, failure counts, timestamps, connection
- * counts) across requests.
+ * counts) across requests, and the cached keepalive connection per address. {@link #run} judges every attempt by
+ * §5.1 ({@link Attempt#decide}).
  */
 public final class Worker {
     public static final int MAX_HASH_MISSES = 20;
