@@ -363,5 +363,47 @@ class FailureGroupReplay(unittest.TestCase):
             self.assertGreaterEqual(failed, 1, field)
             self.assertIn("FAIL hand-made tcId=2", out.getvalue())
 
+
+class ShimProtocol2(unittest.TestCase):
+    """shim.py speaks ports/SHIM.md versions 1 and 2."""
+
+    PEERS = [{"server": "127.0.0.1:9001", "address": "127.0.0.1:9001", "weight": 1, "down": False, "backup": False,
+              "maxFails": 1, "failTimeout": 10, "refuses": False},
+             {"server": "127.0.0.1:9002", "address": "127.0.0.1:9002", "weight": 1, "down": False, "backup": False,
+              "maxFails": 1, "failTimeout": 10, "refuses": False}]
+
+    def upstream(self, protocol, answer=None, policy=None):
+        peers = [dict(p) for p in self.PEERS]
+        if answer is not None:
+            peers[0]["answer"] = answer
+        msg = {"op": "upstream", "protocol": protocol, "name": "parity", "method": "consistent",
+               "version": "1.30.6", "now": NOW, "peers": peers}
+        if policy is not None:
+            msg["policy"] = policy
+        return msg
+
+    def test_versions(self):
+        from shim import answer
+        state: dict = {}
+        pol = {"nextUpstream": ["error", "timeout", "http_502"], "tries": 0}
+        self.assertEqual(answer(self.upstream(2, "http_502", pol), state), {"ok": True})
+        # the first peer answers 502: it is the first attempt of a key it owns, retried for GET, passed on for POST
+        key = next(k for k in (f"k{i}" for i in range(50))
+                   if Ring([(b"127.0.0.1:9001", 1), (b"127.0.0.1:9002", 1)]).owner(k.encode()) == b"127.0.0.1:9001")
+        got = answer({"op": "request", "keyHex": key.encode().hex(), "method": "GET", "now": NOW + 1}, state)
+        self.assertEqual(got, {"attempts": ["127.0.0.1:9001", "127.0.0.1:9002"], "outcome": "answered",
+                               "status": 200, "upstreamStatuses": ["502", "200"]})
+        answer({"op": "reset"}, state)
+        got = answer({"op": "request", "keyHex": key.encode().hex(), "method": "POST"}, state)
+        self.assertEqual(got, {"attempts": ["127.0.0.1:9001"], "outcome": "answered", "status": 502,
+                               "upstreamStatuses": ["502"]})
+        self.assertIn("unsupported", answer(self.upstream(2, "http_418", pol), state))
+        self.assertIn("unsupported", answer(self.upstream(3, None, pol), state))
+        self.assertIn("error", answer(self.upstream(2), state))  # protocol 2 needs a policy
+        self.assertIn("error", answer(self.upstream(1, "http_502"), state))  # answers are protocol 2
+        self.assertEqual(answer(self.upstream(1), state), {"ok": True})
+        got = answer({"op": "request", "keyHex": key.encode().hex()}, state)
+        self.assertEqual(got, {"attempts": ["127.0.0.1:9001"], "outcome": "answered"})
+
 if __name__ == "__main__":
     unittest.main()

@@ -168,3 +168,48 @@ test('§5.1 no live upstreams after discarded 5xx responses', () => {
   const o = go(w, all502);
   assert.deepEqual([o[0].split(' ').length, o[1], o[2], o[3]], [2, 'noLiveUpstreams', 502, '502,502,502']);
 });
+
+test('shim.js speaks protocol 1 and 2 (ports/SHIM.md)', () => {
+  const { spawnSync } = require('node:child_process');
+  const path = require('node:path');
+  const up = (protocol, answer, policy) => ({
+    op: 'upstream',
+    protocol,
+    name: 'parity',
+    method: 'consistent',
+    version: '1.30.6',
+    now: NOW,
+    peers: TWO.map((p, i) => (i === TWO.findIndex((q) => q.address === a) && answer ? { ...p, answer } : p)),
+    ...(policy ? { policy } : {}),
+  });
+  const pol = { nextUpstream: ['error', 'timeout', 'http_502'], tries: 0 };
+  const keyHex = Buffer.from('k0').toString('hex');
+  const lines = [
+    up(2, 'http_502', pol),
+    { op: 'request', keyHex, method: 'GET', now: NOW + 1 },
+    { op: 'reset' },
+    { op: 'request', keyHex, method: 'POST' },
+    up(2, 'http_418', pol),
+    up(3, null, pol),
+    up(2, null, null),
+    up(1, 'http_502', null),
+    up(1, null, null),
+    { op: 'request', keyHex },
+  ];
+  const r = spawnSync(process.execPath, [path.join(__dirname, '..', 'shim.js')], {
+    input: lines.map((l) => JSON.stringify(l)).join('\n') + '\n',
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 0);
+  const out = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(out[0], { ok: true });
+  assert.deepEqual(out[1], { attempts: [a, b], outcome: 'answered', status: 200, upstreamStatuses: ['502', '200'] });
+  assert.deepEqual(out[2], { ok: true });
+  assert.deepEqual(out[3], { attempts: [a], outcome: 'answered', status: 502, upstreamStatuses: ['502'] });
+  assert.ok(out[4].unsupported, 'unknown answer');
+  assert.ok(out[5].unsupported, 'protocol 3');
+  assert.ok(out[6].error, 'protocol 2 without policy');
+  assert.ok(out[7].error, 'an answer under protocol 1');
+  assert.deepEqual(out[8], { ok: true });
+  assert.deepEqual(out[9], { attempts: [a], outcome: 'answered' });
+});

@@ -146,6 +146,7 @@ public final class SpecVectors {
 
         attemptRule();
         failureRequests();
+        shimProtocol2();
 
         System.out.println((checks - failures) + " passed, " + failures + " failed");
         System.exit(failures == 0 ? 0 : 1);
@@ -340,6 +341,42 @@ public final class SpecVectors {
         Worker.Outcome o = w.run(b("k0"), Replay.NOW, p502, "GET", peer -> "http_502");
         eq("2 noLiveUpstreams 502 [502, 502, 502]", o.attempts().size() + " " + o.outcomeName() + " " + o.httpStatus()
                 + " " + o.upstreamStatuses(), "no live upstreams after discarded 502s");
+    }
+
+    private static void shimProtocol2() {
+        String peers = "[{\"server\":\"127.0.0.1:9001\",\"address\":\"127.0.0.1:9001\",\"weight\":1,\"maxFails\":1,"
+                + "\"failTimeout\":10,\"refuses\":false%s},{\"server\":\"127.0.0.1:9002\",\"address\":\"127.0.0.1:9002\","
+                + "\"weight\":1,\"maxFails\":1,\"failTimeout\":10,\"refuses\":false}]";
+        String up = "{\"op\":\"upstream\",\"protocol\":%d,\"name\":\"parity\",\"method\":\"consistent\","
+                + "\"version\":\"1.30.6\",\"now\":1000000000%s,\"peers\":" + peers + "}";
+        String pol = ",\"policy\":{\"nextUpstream\":[\"error\",\"timeout\",\"http_502\"],\"tries\":0}";
+        String a502 = ",\"answer\":\"http_502\"";
+        Ring ring = new Ring(List.of(b("127.0.0.1:9001"), b("127.0.0.1:9002")), List.of(1, 1));
+        String key = null;
+        for (int i = 0; key == null; i++) {
+            if (Arrays.equals(ring.owner(b("k" + i)), b("127.0.0.1:9001"))) {
+                key = "k" + i;
+            }
+        }
+        String hex = java.util.HexFormat.of().formatHex(b(key));
+        Shim shim = new Shim();
+        eq("{\"ok\":true}", shim.answer(Json.parse(String.format(up, 2, pol, a502))), "shim v2 upstream");
+        eq("{\"attempts\":[\"127.0.0.1:9001\",\"127.0.0.1:9002\"],\"outcome\":\"answered\",\"status\":200,"
+                + "\"upstreamStatuses\":[\"502\",\"200\"]}",
+                shim.answer(Json.parse("{\"op\":\"request\",\"keyHex\":\"" + hex + "\",\"method\":\"GET\",\"now\":1000000001}")),
+                "shim v2 GET");
+        shim.answer(Json.parse("{\"op\":\"reset\"}"));
+        eq("{\"attempts\":[\"127.0.0.1:9001\"],\"outcome\":\"answered\",\"status\":502,\"upstreamStatuses\":[\"502\"]}",
+                shim.answer(Json.parse("{\"op\":\"request\",\"keyHex\":\"" + hex + "\",\"method\":\"POST\"}")),
+                "shim v2 POST");
+        eq(true, shim.answer(Json.parse(String.format(up, 2, pol, ",\"answer\":\"http_418\""))).startsWith("{\"unsupported\""),
+                "shim v2 unknown answer");
+        eq(true, shim.answer(Json.parse(String.format(up, 3, pol, ""))).startsWith("{\"unsupported\""), "shim protocol 3");
+        eq(true, shim.answer(Json.parse(String.format(up, 2, "", ""))).startsWith("{\"error\""), "shim v2 without policy");
+        eq(true, shim.answer(Json.parse(String.format(up, 1, "", a502))).startsWith("{\"error\""), "shim v1 with answer");
+        eq("{\"ok\":true}", shim.answer(Json.parse(String.format(up, 1, "", ""))), "shim v1 upstream");
+        eq("{\"attempts\":[\"127.0.0.1:9001\"],\"outcome\":\"answered\"}",
+                shim.answer(Json.parse("{\"op\":\"request\",\"keyHex\":\"" + hex + "\"}")), "shim v1 request");
     }
 
     private static String splitShow(String s) {
