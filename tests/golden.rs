@@ -266,3 +266,187 @@ fn the_other_libc_rule_fails_exactly_where_libcs_differ() {
     assert_eq!(failed_cases, differ);
     assert!(differ.len() >= 5, "{differ:?}");
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Failure kinds (issue 20): each rule of algorithm §5.1, changed in the library's model, fails the vectors
+// recorded from nginx — on the cases built to pin it.
+
+/// Requests of `case` whose replay on `replayer(record, run)` differs from nginx, summed over its runs.
+fn differing(records: &[Record], case: &str, replayer: impl Fn(&Record, &Run) -> LibraryReplayer) -> usize {
+    let record = records.iter().find(|r| r.case == case).unwrap_or_else(|| panic!("record {case}"));
+    record.runs.iter().map(|run| replay(record, run, &replayer(record, run)).len()).sum()
+}
+
+#[test]
+fn each_failure_rule_changed_fails_the_vectors() {
+    use nginx_ketama_harness::run::parity::Mutation;
+    let records = records();
+    let library = |r: &Record, run: &Run| LibraryReplayer::new(r, run).expect("accepted");
+    for (mutation, case) in [
+        (Mutation::LastStatusFails, "fail-tries-cap-last-status"),
+        (Mutation::TriesIgnored, "fail-tries-cap-last-status"),
+        (Mutation::NotFoundFails, "fail-403-404-next-429-failed"),
+        (Mutation::TooManyRequestsNext, "fail-403-404-next-429-failed"),
+        (Mutation::PostRetried, "fail-post-not-retried"),
+        (Mutation::StaleNotGivenBack, "fail-stale-keepalive"),
+        (Mutation::StaleNotGivenBack, "fail-stale-single-server"),
+    ] {
+        assert_eq!(differing(&records, case, library), 0, "control: the library on {case}");
+        let n = differing(&records, case, |r, run| library(r, run).mutated(mutation));
+        eprintln!("{mutation:?} on {case}: {n} requests differ");
+        assert!(n > 0, "{mutation:?} must fail {case}");
+    }
+    // The fail_timeout window is inclusive (`now - checked <= fail_timeout`): an exclusive boundary fails
+    // the case whose clock advances.
+    let case = "fail-timeout-boundary";
+    assert_eq!(differing(&records, case, library), 0, "control: the library on {case}");
+    let n = differing(&records, case, |r, run| library(r, run).with_exclusive_fail_timeout(r, run).expect("accepted"));
+    eprintln!("exclusive fail_timeout on {case}: {n} requests differ");
+    assert!(n > 0, "an exclusive fail_timeout boundary must fail {case}");
+    // ... and a clock that never advances does too.
+    let record = records.iter().find(|r| r.case == case).expect("recorded");
+    let frozen = Record {
+        keys: record
+            .keys
+            .iter()
+            .map(|k| nginx_ketama_harness::golden::RecordKey { clock: None, ..k.clone() })
+            .collect(),
+        ..record.clone()
+    };
+    let n: usize = frozen.runs.iter().map(|run| replay(&frozen, run, &library(&frozen, run)).len()).sum();
+    assert!(n > 0, "a frozen clock must fail {case}");
+}
+
+/// A plain-hash model written here from algorithm §4 and §5 for upstreams without backups or failure
+/// accounting (`max_fails=0`), with one switchable mistake: the running sum (and optionally the rehash
+/// counter) restarting at every retry of a request instead of continuing.
+struct NaivePlain {
+    /// `(address, weight, down, refuses)` in list order.
+    peers: Vec<(String, u32, bool, bool)>,
+    budget: usize,
+    restart: Restart,
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Restart {
+    /// nginx: the sum and the rehash counter carry over from one `get()` of a request to the next.
+    Never,
+    /// The sum restarts at 0 at every `get()`; the rehash counter carries over.
+    Sum,
+    /// Both restart at every `get()`.
+    SumAndRehash,
+}
+
+/// One worker of [`NaivePlain`]: the smooth weighted round-robin state carries over between requests.
+struct NaivePlainWorker<'a> {
+    model: &'a NaivePlain,
+    current: Vec<i64>,
+}
+
+impl NaivePlain {
+    fn new(run: &Run, restart: Restart) -> NaivePlain {
+        assert!(run.peers.iter().all(|p| !p.backup && p.max_fails == 0), "NaivePlain: no backups, max_fails=0");
+        let counts_down = run.nginx.rules().routing().contains(&("retryBudget", "countsDown"));
+        let peers: Vec<_> = run.peers.iter().map(|p| (p.address.clone(), p.weight, p.down, p.refuses)).collect();
+        let budget = peers.iter().filter(|p| counts_down || !p.2).count();
+        NaivePlain { peers, budget, restart }
+    }
+}
+
+impl Replayer for NaivePlain {
+    fn fresh(&self) -> Box<dyn Model + '_> {
+        Box::new(NaivePlainWorker { model: self, current: vec![0; self.peers.len()] })
+    }
+}
+
+impl Model for NaivePlainWorker<'_> {
+    fn expect(&mut self, key: &[u8]) -> Observation {
+        let peers = &self.model.peers;
+        let total: u32 = peers.iter().map(|p| p.1).sum();
+        let mut tried = vec![false; peers.len()];
+        let (mut sum, mut rehash, mut misses) = (0u32, 0usize, 0usize);
+        let mut budget = self.model.budget;
+        let mut attempts: Vec<&str> = Vec::new();
+        loop {
+            if self.model.restart != Restart::Never {
+                sum = 0;
+            }
+            if self.model.restart == Restart::SumAndRehash {
+                rehash = 0;
+            }
+            let mut pick = None;
+            while pick.is_none() && misses <= 20 && !key.is_empty() {
+                let mut bytes = if rehash > 0 { rehash.to_string().into_bytes() } else { Vec::new() };
+                bytes.extend_from_slice(key);
+                sum = sum.wrapping_add((crc32fast::hash(&bytes) >> 16) & 0x7fff);
+                rehash += 1;
+                let mut w = sum % total;
+                let mut i = 0;
+                while w >= peers[i].1 {
+                    w -= peers[i].1;
+                    i += 1;
+                }
+                if tried[i] || peers[i].2 {
+                    misses += 1;
+                } else {
+                    pick = Some(i);
+                }
+            }
+            if pick.is_none() {
+                // Round robin (§5): smooth weighted over the peers not tried and not down.
+                let mut best: Option<usize> = None;
+                let mut sum_w = 0i64;
+                for (i, p) in peers.iter().enumerate() {
+                    if tried[i] || p.2 {
+                        continue;
+                    }
+                    self.current[i] += i64::from(p.1);
+                    sum_w += i64::from(p.1);
+                    if best.is_none_or(|b| self.current[i] > self.current[b]) {
+                        best = Some(i);
+                    }
+                }
+                match best {
+                    Some(b) => {
+                        self.current[b] -= sum_w;
+                        pick = Some(b);
+                    }
+                    None => {
+                        attempts.push("parity");
+                        return Observation { status: 502, upstream_addr: attempts.join(", "), upstream_status: None };
+                    }
+                }
+            }
+            let i = pick.expect("picked");
+            tried[i] = true;
+            attempts.push(&peers[i].0);
+            if !peers[i].3 {
+                return Observation { status: 200, upstream_addr: attempts.join(", "), upstream_status: None };
+            }
+            budget -= 1;
+            if budget == 0 {
+                return Observation { status: 502, upstream_addr: attempts.join(", "), upstream_status: None };
+            }
+        }
+    }
+}
+
+/// The plain hash's running sum continues across the retries of one request (algorithm §4): restarting it
+/// (alone, or with the rehash counter) fails the recorded plain cases with refusing servers.
+#[test]
+fn a_restarting_plain_hash_sum_fails_the_vectors() {
+    let records = records();
+    let count = |case: &str, restart: Restart| -> usize {
+        let record = records.iter().find(|r| r.case == case).unwrap_or_else(|| panic!("record {case}"));
+        record.runs.iter().map(|run| replay(record, run, &NaivePlain::new(run, restart)).len()).sum()
+    };
+    let cases = ["plain-weights-failures", "plain-over-20-misses", "plain-restart-misses"];
+    for case in cases {
+        assert_eq!(count(case, Restart::Never), 0, "control: the naive model with nginx's rule on {case}");
+    }
+    for restart in [Restart::Sum, Restart::SumAndRehash] {
+        let per_case: Vec<(&str, usize)> = cases.iter().map(|c| (*c, count(c, restart))).collect();
+        eprintln!("{restart:?}: {per_case:?}");
+        assert!(per_case.iter().any(|(_, n)| *n > 0), "{restart:?} must fail a plain case: {per_case:?}");
+    }
+}

@@ -46,9 +46,11 @@ fn validator_rejects_bad_documents() {
     bad["testGroups"][0]["peers"][0].as_object_mut().unwrap().remove("refuses");
     bad["testGroups"][0]["tests"][0]["crc32"] = Value::String("XYZ".into());
     bad["formatVersion"] = Value::from(2);
+    bad["testGroups"][0]["tests"][1]["status"] = Value::from(600);
+    bad["testGroups"][0]["tests"][1]["requestMethod"] = Value::from("PUT");
     let mut errors = Vec::new();
     validate(&schema, &schema, &bad, "bad", &mut errors);
-    assert_eq!(errors.len(), 4, "{errors:#?}");
+    assert_eq!(errors.len(), 6, "{errors:#?}");
 }
 
 #[test]
@@ -103,7 +105,35 @@ fn ids_counts_flags_and_names() {
                     attempts.iter().map(|a| *server_of.get(a).expect("attempt is a peer")).collect();
                 assert_eq!(servers, mapped, "{name} {id}: servers must be the attempts' server strings");
                 let (outcome, status) = (t["outcome"].as_str().unwrap(), t["status"].as_u64().unwrap());
-                assert_eq!(outcome == "answered", status == 200, "{name} {id}: outcome {outcome} with {status}");
+                let failure_kinds = g.get("policy").is_some();
+                let has = |flag: &str| t["flags"].as_array().unwrap().iter().any(|f| f == flag);
+                assert_eq!(
+                    failure_kinds,
+                    has("FailureKinds"),
+                    "{name} {id}: FailureKinds exactly in groups with a policy"
+                );
+                if failure_kinds {
+                    // A passed-on status is `answered`; nginx's own 502/504 ends `failed`.
+                    let statuses = t["upstreamStatuses"].as_array().expect("upstreamStatuses");
+                    assert!(t["requestMethod"].is_string(), "{name} {id}: requestMethod");
+                    let peerless = usize::from(outcome == "noLiveUpstreams");
+                    assert_eq!(statuses.len(), attempts.len() + peerless, "{name} {id}: one status per attempt");
+                    if outcome == "answered" {
+                        assert_eq!(statuses.last().and_then(Value::as_str), Some(status.to_string().as_str()));
+                    } else {
+                        assert!([502, 504].contains(&status), "{name} {id}: outcome {outcome} with {status}");
+                    }
+                } else {
+                    assert_eq!(outcome == "answered", status == 200, "{name} {id}: outcome {outcome} with {status}");
+                    for field in ["requestMethod", "upstreamStatuses", "clock"] {
+                        assert!(t.get(field).is_none(), "{name} {id}: {field} outside a group with failure kinds");
+                    }
+                }
+                assert_eq!(
+                    t.get("clock").is_some(),
+                    has("ClockAdvances"),
+                    "{name} {id}: clock exactly with ClockAdvances"
+                );
                 assert!(outcome == "noLiveUpstreams" || !attempts.is_empty(), "{name} {id}");
             }
         }
@@ -122,6 +152,41 @@ fn hex(s: &str) -> Vec<u8> {
 
 /// vectors/v1 is generated: regenerating from the unchanged records must give byte-identical files, and no
 /// other file may sit next to them. (`scripts/record-vectors --offline` rewrites them.)
+/// Dependence is flagged per test: a test carries `VersionDependent` or `LibcDependent` exactly when its own
+/// result differs between the groups of its case (`<case>@<builds>`); the other tests of a split case hold
+/// for every build.
+#[test]
+fn dependence_flags_are_per_test() {
+    let (mut flagged, mut split_tests) = (0, 0);
+    for (name, text) in fixture_files() {
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let mut by_case: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+        for g in v["testGroups"].as_array().unwrap() {
+            let gname = g["name"].as_str().unwrap();
+            by_case.entry(gname.split('@').next().unwrap()).or_default().push(g);
+        }
+        for (case, groups) in by_case {
+            let tests: Vec<&Vec<Value>> = groups.iter().map(|g| g["tests"].as_array().unwrap()).collect();
+            for i in 0..tests[0].len() {
+                let result = |t: &Value| {
+                    let keep = ["attempts", "outcome", "status", "upstreamStatuses"];
+                    keep.iter().map(|k| t.get(*k).cloned().unwrap_or(Value::Null)).collect::<Vec<_>>()
+                };
+                let differs = tests.iter().any(|ts| result(&ts[i]) != result(&tests[0][i]));
+                for ts in &tests {
+                    let flags = ts[i]["flags"].as_array().unwrap();
+                    let dependent = flags.iter().any(|f| f == "VersionDependent" || f == "LibcDependent");
+                    assert_eq!(dependent, differs, "{name}: {case} test #{}: dependence flag", i + 1);
+                    split_tests += usize::from(groups.len() > 1);
+                    flagged += usize::from(dependent);
+                }
+            }
+        }
+    }
+    eprintln!("{flagged} of {split_tests} tests of split cases are flagged as depending on the build");
+    assert!(flagged > 0 && flagged < split_tests, "{flagged} of {split_tests}");
+}
+
 #[test]
 fn fixtures_are_exactly_what_the_records_generate() {
     let records = load_records(&records_dir()).unwrap();

@@ -56,7 +56,7 @@ fn check(reports: &[VersionReport], title: &str) {
         assert_eq!(r.failure_topologies, 5, "nginx {}", r.version);
         assert!(r.failure_requests.1 > 0, "POSTs sent on nginx {}", r.version);
         let mut kinds: Vec<String> = STATUSES.iter().map(|s| format!("http_{s}")).collect();
-        kinds.extend(["refused", "timeout", "invalid_header"].map(String::from));
+        kinds.extend(["refused", "timeout", "invalid_header", "stale_keepalive"].map(String::from));
         for kind in kinds {
             assert!(r.failure_kinds.get(&kind).is_some_and(|&n| n > 0), "nginx {}: no request met {kind}", r.version);
         }
@@ -192,6 +192,8 @@ fn fail_args(topology: &Topology, failures: &Failures) -> Vec<String> {
             Answer::Status(s) => format!("{server}={s}"),
             Answer::Stall => format!("{server}=timeout"),
             Answer::InvalidHeader => format!("{server}=invalid-header"),
+            // `--fail S=stale` makes every attempt stale; the scenario's servers never alternate so.
+            Answer::StaleKeepalive => unreachable!("the scenario has no stale-keepalive server"),
         })
         .collect();
     args.extend(topology.lines.iter().filter(|l| l.dead).map(|l| format!("{}=refused", l.server)));
@@ -377,8 +379,13 @@ fn share_with_failure_kinds_is_where_nginx_sends_requests_first() -> Result<()> 
     let (topology, failures) = scenario();
     let up = topology.upstream(backend.version(), backend.libc())?;
     let one = std::num::NonZeroUsize::MIN;
-    let steady =
-        PickMap::with_replies(&up, |p| failures.reply(&topology, p), &failures.policy, &ClientRequest::default(), one);
+    let steady = PickMap::with_replies(
+        &up,
+        |p| failures.reply(&topology, p, &mut Default::default()),
+        &failures.policy,
+        &ClientRequest::default(),
+        one,
+    );
     let named = |p: &nginx_ketama::Peer| failures.kind(&topology, p.name()).is_some();
     let all_named_failed = PickMap::with_failing(&up, named, one);
     let none_failed = PickMap::new(&up);

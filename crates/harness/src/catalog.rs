@@ -15,10 +15,13 @@
 //! points, colliding), and `cases` holds one small function per case, listed in review order.
 
 mod cases;
+mod failing;
 pub mod flag;
 pub mod keys;
 pub mod lines;
 
+use crate::run::client::Method as RequestMethod;
+use crate::site::failures::Failures;
 use crate::site::topology::Topology;
 pub use flag::{BugType, Flag};
 
@@ -29,7 +32,7 @@ pub use lines::{host_line, line};
 pub const UNIX_DIR: &str = "/tmp/nkv";
 
 /// One request key of a case, with why it is there.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CaseKey {
     /// The raw key bytes (sent as the `X-Key` header; empty = no header).
     pub key: Vec<u8>,
@@ -37,6 +40,12 @@ pub struct CaseKey {
     pub comment: String,
     /// Flags describing the key.
     pub flags: Vec<Flag>,
+    /// The request's method: GET, or POST with an empty body (cases with failure kinds).
+    pub method: RequestMethod,
+    /// In a case whose clock advances ([`Case::clocked`]): the second nginx's clock must read when the
+    /// request is sent, counted from the case's first request (which is at 0). The recorder waits for it
+    /// and checks nginx's own clock.
+    pub at: Option<u64>,
 }
 
 /// One named catalog case.
@@ -61,6 +70,10 @@ pub struct Case {
     /// Why one version's builds against glibc and against musl are expected to disagree on this case
     /// (docs/nginx-algorithm.md §3.2), if they are; unexplained otherwise, like `versions_differ`.
     pub libcs_differ: Option<&'static str>,
+    /// How the live servers fail and the front's retry policy (issue 20's failure kinds), if they do:
+    /// `None` is the refused-only catalog (dead servers refuse, the rest answer `200 OK`, `proxy_next_upstream
+    /// error`).
+    pub failures: Option<Failures>,
 }
 
 impl Case {
@@ -75,7 +88,20 @@ impl Case {
             flags: Vec::new(),
             versions_differ: None,
             libcs_differ: None,
+            failures: None,
         }
+    }
+
+    /// Live servers answer as `failures` says, under its retry policy.
+    #[must_use]
+    pub fn failing(mut self, failures: Failures) -> Case {
+        self.failures = Some(failures);
+        self
+    }
+
+    /// Whether the case's keys are sent at set seconds of nginx's clock ([`CaseKey::at`]).
+    pub fn clocked(&self) -> bool {
+        self.keys.iter().any(|k| k.at.is_some())
     }
 
     /// Results depend on request order: replay in order on one worker.
@@ -109,7 +135,7 @@ impl Case {
 
 /// The whole catalog, in review order.
 pub fn catalog() -> Vec<Case> {
-    cases::CASES.iter().map(|case| case()).collect()
+    cases::CASES.iter().chain(failing::CASES).map(|case| case()).collect()
 }
 
 #[cfg(test)]
@@ -160,13 +186,14 @@ mod tests {
         assert_eq!(found, vec![(COLLISION.0.to_string(), 104, COLLISION.1.to_string(), 47, COLLISION.2)]);
     }
 
-    /// The table holds every case once, in the order the catalog names them.
+    /// The tables hold every case once, in the order the catalog names them: the refused-only cases, then
+    /// the cases with failure kinds.
     #[test]
-    fn thirty_cases_in_review_order() {
+    fn cases_in_review_order() {
         let names: Vec<&str> = catalog().iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), 30);
+        assert_eq!(names.len(), 31 + failing::CASES.len());
         assert_eq!(names.first(), Some(&"weights-equal"));
-        assert_eq!(names.last(), Some(&"plain-single-server"));
+        assert_eq!(names[30], "plain-single-server");
     }
 
     #[test]

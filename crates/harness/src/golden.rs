@@ -33,7 +33,9 @@ pub mod snapshots;
 pub mod update;
 pub mod vocab;
 
-pub use capture::{CatalogLock, lock_catalog, peers_of, record_case, record_run, utc_time, utc_today};
+pub use capture::{
+    CatalogLock, failing_peers_of, lock_catalog, peers_of, record_case, record_run, utc_time, utc_today,
+};
 pub use fixtures::{HEADER, generate_vectors};
 pub use groups::{VersionGroup, version_groups};
 pub use record_file::{

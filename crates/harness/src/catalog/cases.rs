@@ -49,6 +49,7 @@ pub(super) const CASES: &[fn() -> Case] = &[
     plain_one_primary_backups,
     plain_backup_before_hash,
     plain_all_dead,
+    plain_restart_misses,
     plain_single_server,
 ];
 
@@ -549,6 +550,28 @@ fn plain_weights_failures() -> Case {
         keys,
     )
     .with_flags(&[Flag::Weighted, Flag::Down, Flag::DeadServers])
+}
+
+fn plain_restart_misses() -> Case {
+    let t = topo(
+        Method::Plain,
+        (1..=12)
+            .map(|i| {
+                let l = line(&format!("127.0.37.{i}:9001"));
+                if i <= 9 { l.dead() } else { l }
+            })
+            .collect(),
+    );
+    Case::new(
+        "plain-restart-misses",
+        "Plain `hash`, nine of twelve servers refusing (max_fails=0): a request retries up to nine times, each \
+         retry continuing the rehash sequence and running sum where the last stopped; a port that restarts \
+         them per retry walks the same slots again, counts them as misses and reaches round-robin (21 misses) \
+         sooner.",
+        t,
+        sample_keys("pr-", 37, 160),
+    )
+    .with_flags(&[Flag::DeadServers, Flag::ManyMisses])
 }
 
 fn plain_over_20_misses() -> Case {

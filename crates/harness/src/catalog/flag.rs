@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 pub enum Flag {
     AllFailed,
     Backup,
+    ClockAdvances,
     Collision,
     DeadServers,
     Down,
@@ -17,6 +18,7 @@ pub enum Flag {
     EmptyKey,
     Failover,
     FailureAccounting,
+    FailureKinds,
     Hostname,
     InvalidUtf8,
     Ipv6,
@@ -27,12 +29,15 @@ pub enum Flag {
     MultiAddress,
     NoLiveUpstreams,
     NonAscii,
+    NonIdempotent,
     OddSpelling,
     OnPoint,
     PastPoint,
     RepeatedKey,
     RingEdge,
     SingleServer,
+    StaleKeepalive,
+    TriesCap,
     UnixSocket,
     VersionDependent,
     Weighted,
@@ -51,9 +56,10 @@ pub enum BugType {
 
 impl Flag {
     /// Every flag, in name order.
-    pub const ALL: [Flag; 28] = [
+    pub const ALL: [Flag; 33] = [
         Flag::AllFailed,
         Flag::Backup,
+        Flag::ClockAdvances,
         Flag::Collision,
         Flag::DeadServers,
         Flag::Down,
@@ -61,6 +67,7 @@ impl Flag {
         Flag::EmptyKey,
         Flag::Failover,
         Flag::FailureAccounting,
+        Flag::FailureKinds,
         Flag::Hostname,
         Flag::InvalidUtf8,
         Flag::Ipv6,
@@ -71,12 +78,15 @@ impl Flag {
         Flag::MultiAddress,
         Flag::NoLiveUpstreams,
         Flag::NonAscii,
+        Flag::NonIdempotent,
         Flag::OddSpelling,
         Flag::OnPoint,
         Flag::PastPoint,
         Flag::RepeatedKey,
         Flag::RingEdge,
         Flag::SingleServer,
+        Flag::StaleKeepalive,
+        Flag::TriesCap,
         Flag::UnixSocket,
         Flag::VersionDependent,
         Flag::Weighted,
@@ -113,6 +123,11 @@ impl Flag {
             Flag::VersionDependent => "VersionDependent",
             Flag::LibcDependent => "LibcDependent",
             Flag::Weighted => "Weighted",
+            Flag::ClockAdvances => "ClockAdvances",
+            Flag::FailureKinds => "FailureKinds",
+            Flag::NonIdempotent => "NonIdempotent",
+            Flag::StaleKeepalive => "StaleKeepalive",
+            Flag::TriesCap => "TriesCap",
         }
     }
 
@@ -131,6 +146,8 @@ impl Flag {
             | Flag::PastPoint
             | Flag::RingEdge => BugType::EdgeCase,
             Flag::VersionDependent => BugType::Legacy,
+            Flag::ClockAdvances | Flag::StaleKeepalive => BugType::EdgeCase,
+            Flag::FailureKinds | Flag::NonIdempotent | Flag::TriesCap => BugType::Functionality,
             Flag::LibcDependent => BugType::EdgeCase,
             Flag::AllFailed
             | Flag::Backup
@@ -202,6 +219,19 @@ impl Flag {
                 "nginx built against glibc and against musl disagree on this case (which server keeps a ring point two servers share, docs/nginx-algorithm.md §3.2); the group's libc says whose tie rule it needs."
             }
             Flag::Weighted => "Servers with weights other than 1.",
+            Flag::ClockAdvances => {
+                "nginx's clock advances during the group: each test's `clock` is the second it ran at (fail_timeout windows open and close)."
+            }
+            Flag::FailureKinds => {
+                "Servers fail with status codes, timeouts, invalid headers or stale keepalive connections (peers' `answer`), under the group's `policy` (proxy_next_upstream, _tries); tests carry requestMethod and upstreamStatuses."
+            }
+            Flag::NonIdempotent => "POST requests: once sent, nginx retries them only when `non_idempotent` is listed.",
+            Flag::StaleKeepalive => {
+                "A server closes reused keepalive connections: an error on a cached connection gives the attempt back (algorithm §5.1)."
+            }
+            Flag::TriesCap => {
+                "proxy_next_upstream_tries caps the attempts; the last attempt's listed status is passed to the client and counts as a success."
+            }
         }
     }
 }

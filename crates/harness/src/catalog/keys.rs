@@ -9,12 +9,12 @@ use nginx_ketama::version::NginxVersion;
 
 /// A key without comment or flags.
 pub(super) fn key(k: impl Into<Vec<u8>>) -> CaseKey {
-    CaseKey { key: k.into(), comment: String::new(), flags: Vec::new() }
+    CaseKey { key: k.into(), ..CaseKey::default() }
 }
 
 /// A key with a comment and flags.
 pub(super) fn flagged(k: impl Into<Vec<u8>>, comment: impl Into<String>, flags: &[Flag]) -> CaseKey {
-    CaseKey { key: k.into(), comment: comment.into(), flags: flags.to_vec() }
+    CaseKey { key: k.into(), comment: comment.into(), flags: flags.to_vec(), ..CaseKey::default() }
 }
 
 /// `count` reproducible printable keys (`prefix` + a mix of ids, paths and random ASCII), never empty and

@@ -7,12 +7,15 @@ use crate::catalog::{Case, UNIX_DIR};
 use crate::nginx::build::Build;
 use crate::nginx::instance::Instance;
 use crate::nginx::log::log_tail;
-use crate::run::client::pipeline;
+use crate::run::client::{Method, Response, pipeline_methods};
+use crate::run::clock::Window;
 use crate::run::observation::Observation;
 use crate::run::parity::start_resolving;
+use crate::site::failures::Failures;
 use crate::site::topology::Topology;
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Holds an exclusive lock while the catalog runs: its fixed addresses and socket paths cannot be shared
 /// by two recordings at once (the recorder and the live test). Released when dropped.
@@ -64,7 +67,7 @@ pub fn utc_time(t: std::time::SystemTime) -> String {
 /// resolver returned them (asked through probe upstreams in the same nginx).
 /// A container brings its own [`UNIX_DIR`] (the Docker backend creates the directory of every unix
 /// listener), `[::1]` and port 80 on a `lo` of its own.
-fn start(build: &Build, topology: Topology) -> Result<(Box<dyn Instance>, Topology)> {
+fn start(build: &Build, topology: Topology, failures: Option<&Failures>) -> Result<(Box<dyn Instance>, Topology)> {
     if let Build::Local(_) = build {
         std::fs::create_dir_all(UNIX_DIR).with_context(|| format!("creating {UNIX_DIR}"))?;
         // nginx never unlinks a socket file left by an earlier (killed) instance; the catalog lock makes
@@ -73,7 +76,7 @@ fn start(build: &Build, topology: Topology) -> Result<(Box<dyn Instance>, Topolo
             let _ = std::fs::remove_file(e.path());
         }
     }
-    start_resolving(build, topology, true)
+    start_resolving(build, topology, true, failures)
 }
 
 /// The peers of `topology` in nginx's list order.
@@ -91,21 +94,90 @@ pub fn peers_of(topology: &Topology) -> Vec<PeerRecord> {
                 max_fails: l.max_fails,
                 fail_timeout: l.fail_timeout,
                 refuses: l.dead,
+                answer: None,
             })
         })
         .collect()
 }
 
-fn send(instance: &dyn Instance, keys: &[Vec<u8>], logs: &dyn Fn() -> String) -> Result<Vec<Observation>> {
-    let responses = pipeline(instance.net(), instance.http_front(), keys, &mut |_| {})
-        .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&logs())))?;
+/// [`peers_of`] with each failing server's answer (`failures`).
+pub fn failing_peers_of(topology: &Topology, failures: &Failures) -> Vec<PeerRecord> {
+    peers_of(topology)
+        .into_iter()
+        .map(|p| PeerRecord { answer: failures.answers.get(&p.server).map(|a| a.word()), ..p })
+        .collect()
+}
+
+/// The slack after a second boundary before a request of a clocked case goes out: nginx reads its clock
+/// when the request arrives, a few milliseconds later, well inside the same second.
+const CLOCK_SLACK: Duration = Duration::from_millis(200);
+
+/// Sends `requests` one at a time, each when the wall clock (nginx's clock, read by the same kernel) is
+/// [`CLOCK_SLACK`] into the second `at` seconds after the first request's; checks that nginx's own
+/// [`Window`] for each was exactly that second.
+fn send_clocked(
+    instance: &dyn Instance,
+    requests: &[(Method, &[u8], u64)],
+    logs: &dyn Fn() -> String,
+) -> Result<Vec<Response>> {
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970");
+    // Start just after a second boundary.
+    let t = now();
+    std::thread::sleep(Duration::from_secs(1) - Duration::from_nanos(u64::from(t.subsec_nanos())) + CLOCK_SLACK);
+    let start = now().as_secs();
+    let mut out = Vec::with_capacity(requests.len());
+    for (i, &(method, key, at)) in requests.iter().enumerate() {
+        let due = Duration::from_secs(start + at) + CLOCK_SLACK;
+        let t = now();
+        if t > due + Duration::from_millis(500) {
+            bail!("request #{} of a clocked case is late: due at {due:?}, now {t:?} (the machine is too busy)", i + 1);
+        }
+        if due > t {
+            std::thread::sleep(due - t);
+        }
+        let mut r = pipeline_methods(instance.net(), instance.http_front(), &[(method, key)], &mut |_| {})
+            .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&logs())))?;
+        let r = r.pop().context("no response")?;
+        let want = Window::at(start + at);
+        if r.clock != Some(want) {
+            bail!(
+                "request #{} was meant for second {} of nginx's clock ({}), but nginx reports {:?}",
+                i + 1,
+                at,
+                start + at,
+                r.clock
+            );
+        }
+        out.push(r);
+    }
+    Ok(out)
+}
+
+/// Sends the keys of `case` in `order` (indices into its keys), as the case says: pipelined, or one at a
+/// time at set seconds; with `$upstream_status` in a case with failure kinds.
+fn send(instance: &dyn Instance, case: &Case, order: &[usize], logs: &dyn Fn() -> String) -> Result<Vec<Observation>> {
+    let requests: Vec<(Method, &[u8], u64)> = order
+        .iter()
+        .map(|&i| (case.keys[i].method, case.keys[i].key.as_slice(), case.keys[i].at.unwrap_or(0)))
+        .collect();
+    let responses = if case.clocked() {
+        send_clocked(instance, &requests, logs)?
+    } else {
+        let plain: Vec<(Method, &[u8])> = requests.iter().map(|&(m, k, _)| (m, k)).collect();
+        pipeline_methods(instance.net(), instance.http_front(), &plain, &mut |_| {})
+            .with_context(|| format!("talking to nginx\nnginx's error log ends:\n{}", log_tail(&logs())))?
+    };
     responses
         .into_iter()
         .map(|r| {
             Ok(Observation {
                 status: r.status,
                 upstream_addr: r.upstream_addr.context("a response without X-Upstream")?,
-                upstream_status: None,
+                upstream_status: if case.failures.is_some() {
+                    Some(r.upstream_status.context("a response without X-Upstream-Status")?)
+                } else {
+                    None
+                },
             })
         })
         .collect()
@@ -122,17 +194,21 @@ fn send(instance: &dyn Instance, keys: &[Vec<u8>], logs: &dyn Fn() -> String) ->
 pub fn record_run(build: &Build, case: &Case, date: &str) -> Result<Run> {
     let keys: Vec<Vec<u8>> = case.keys.iter().map(|k| k.key.clone()).collect();
     let once = |order_reversed: bool| -> Result<(Vec<PeerRecord>, Vec<Observation>)> {
-        let (instance, topology) = start(build, case.topology.clone())?;
+        let (instance, topology) = start(build, case.topology.clone(), case.failures.as_ref())?;
         let logs = || instance.logs();
         let results = if order_reversed {
-            let rev: Vec<Vec<u8>> = keys.iter().rev().cloned().collect();
-            let mut r = send(instance.as_ref(), &rev, &logs)?;
+            let rev: Vec<usize> = (0..keys.len()).rev().collect();
+            let mut r = send(instance.as_ref(), case, &rev, &logs)?;
             r.reverse();
             r
         } else {
-            send(instance.as_ref(), &keys, &logs)?
+            send(instance.as_ref(), case, &(0..keys.len()).collect::<Vec<_>>(), &logs)?
         };
-        Ok((peers_of(&topology), results))
+        let peers = match &case.failures {
+            Some(f) => failing_peers_of(&topology, f),
+            None => peers_of(&topology),
+        };
+        Ok((peers, results))
     };
     let (peers, results) = once(false).with_context(|| format!("case {} on nginx {}", case.name, build.version()))?;
     let (peers2, results2) =

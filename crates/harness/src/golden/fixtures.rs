@@ -1,10 +1,12 @@
 //! The language-neutral fixtures in `vectors/v1/` (Wycheproof style), generated from the records.
 
 use super::groups::{group_description, group_name, split_of, version_groups};
-use super::record_file::{PeerRecord, Record};
+use super::record_file::{PeerRecord, PolicyRecord, Record};
 use super::vocab::{method_name, nginx_version};
 use crate::catalog::flag::{BugType, Flag};
+use crate::run::observation::Observation;
 use crate::run::observation::Outcome;
+use crate::site::failures::Answer;
 use nginx_ketama::upstream::Method;
 use nginx_ketama::version::NginxVersion;
 use serde::Serialize;
@@ -42,6 +44,9 @@ struct VectorGroup<'a> {
     rules: BTreeMap<&'static str, &'static str>,
     stateful: bool,
     upstream: &'a str,
+    /// The front's retry policy: present exactly in the groups with failure kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    policy: Option<&'a PolicyRecord>,
     peers: &'a [PeerRecord],
     tests: Vec<VectorTest<'a>>,
 }
@@ -70,6 +75,48 @@ struct VectorTest<'a> {
     servers: Vec<&'a str>,
     outcome: Outcome,
     status: u16,
+    /// Groups with failure kinds: the method, and `$upstream_status` split on `", "`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    upstream_statuses: Option<Vec<&'a str>>,
+    /// Groups whose clock advances: nginx's second at this request, from the group's first request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock: Option<u64>,
+}
+
+/// The outcome of a result: [`Observation::attempts`]'s, except in a group with failure kinds, where a
+/// response passed on from the last attempt (a status the peer answers, or `200` from a healthy or
+/// stale-keepalive one) is `answered` whatever its status, and nginx's own 502/504 is `failed`.
+pub(crate) fn outcome_of<'r>(r: &'r Observation, peers: &[PeerRecord], failing: bool) -> (Vec<&'r str>, Outcome) {
+    let (attempts, outcome) = r.attempts();
+    if !failing || outcome == Outcome::NoLiveUpstreams {
+        return (attempts, outcome);
+    }
+    let last_status = r.upstream_status.as_deref().and_then(|s| s.rsplit(", ").next()).and_then(|s| s.parse().ok());
+    let answers_with = attempts.last().and_then(|a| peers.iter().find(|p| p.address == *a)).map(|p| match p.answer() {
+        _ if p.refuses => None,
+        None | Some(Answer::StaleKeepalive) => Some(200u16),
+        Some(Answer::Status(s)) => Some(s),
+        Some(Answer::Stall | Answer::InvalidHeader) => None,
+    });
+    let passed = matches!(answers_with, Some(Some(s)) if Some(s) == last_status && s == r.status);
+    (attempts, if passed { Outcome::Answered } else { Outcome::Failed })
+}
+
+/// Whether the result at `position` differs between two runs of `record` that differ only in the C library
+/// (`by_libc`) or only in the nginx version.
+fn depends(record: &Record, position: usize, by_libc: bool) -> bool {
+    record.runs.iter().any(|a| {
+        record.runs.iter().any(|b| {
+            let pair = if by_libc {
+                a.nginx == b.nginx && a.c_library() != b.c_library()
+            } else {
+                a.nginx != b.nginx && a.c_library() == b.c_library()
+            };
+            pair && (a.results[position] != b.results[position] || a.peers != b.peers)
+        })
+    })
 }
 
 /// The header lines of every fixture file.
@@ -115,9 +162,10 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                     .keys
                     .iter()
                     .zip(&run.results)
-                    .map(|(k, r)| {
+                    .enumerate()
+                    .map(|(position, (k, r))| {
                         tc += 1;
-                        let (attempts, outcome) = r.attempts();
+                        let (attempts, outcome) = outcome_of(r, &run.peers, record.policy.is_some());
                         let mut flags: Vec<Flag> = record.flags.iter().chain(&k.flags).copied().collect();
                         if attempts.len() > 1 {
                             flags.push(Flag::Failover);
@@ -127,11 +175,15 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                             Outcome::Failed => flags.push(Flag::AllFailed),
                             Outcome::Answered => {}
                         }
-                        if split.by_version {
+                        // Per test: only the tests whose own results differ between the builds.
+                        if split.by_version && depends(record, position, false) {
                             flags.push(Flag::VersionDependent);
                         }
-                        if split.by_libc {
+                        if split.by_libc && depends(record, position, true) {
                             flags.push(Flag::LibcDependent);
+                        }
+                        if record.policy.is_some() {
+                            flags.push(Flag::FailureKinds);
                         }
                         // Flag's order is its names' order.
                         flags.sort_unstable();
@@ -147,6 +199,9 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                             attempts,
                             outcome,
                             status: r.status,
+                            request_method: k.request_method.as_deref(),
+                            upstream_statuses: r.upstream_status.as_deref().map(|s| s.split(", ").collect()),
+                            clock: k.clock,
                         }
                     })
                     .collect();
@@ -166,6 +221,7 @@ pub fn generate_vectors(records: &[Record]) -> BTreeMap<String, String> {
                     rules: shared_rules(&g.versions()),
                     stateful: record.stateful,
                     upstream: &record.upstream,
+                    policy: record.policy.as_ref(),
                     peers: &run.peers,
                     tests,
                 });

@@ -5,8 +5,9 @@ use super::vocab::{MethodDef, nginx_version};
 use crate::catalog::Case;
 use crate::catalog::flag::Flag;
 use crate::run::observation::Observation;
-use crate::site::conf::HTTP_KEY;
+use crate::site::failures::Answer;
 use anyhow::{Context, Result};
+use nginx_ketama::failure::{NextUpstream, Proxying, RetryPolicy};
 use nginx_ketama::upstream::Method;
 use nginx_ketama::version::{Libc, NginxVersion};
 use serde::{Deserialize, Serialize};
@@ -37,10 +38,49 @@ pub struct Record {
     pub upstream: String,
     /// The private hosts file nginx resolved names with, if any.
     pub hosts: Option<String>,
+    /// The front's retry policy, in a case with failure kinds (then its peers may carry an `answer`, its
+    /// keys a method and its results `$upstream_status`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<PolicyRecord>,
     /// Keys in sending order.
     pub keys: Vec<RecordKey>,
     /// One run per nginx version, oldest first.
     pub runs: Vec<Run>,
+}
+
+/// The front location's `proxy_next_upstream` and `proxy_next_upstream_tries` (`proxy_next_upstream_timeout`
+/// is never set).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PolicyRecord {
+    /// The words, in nginx's order (`["off"]` for off).
+    pub next_upstream: Vec<String>,
+    /// The most attempts (0: no cap).
+    pub tries: u32,
+}
+
+impl PolicyRecord {
+    /// The record of `policy`.
+    pub fn of(policy: &RetryPolicy) -> PolicyRecord {
+        PolicyRecord {
+            next_upstream: policy.next_upstream.iter().map(|c| c.word().to_string()).collect(),
+            tries: policy.tries,
+        }
+    }
+
+    /// The library's policy.
+    ///
+    /// # Errors
+    ///
+    /// A word `proxy_next_upstream` does not take.
+    pub fn policy(&self) -> Result<RetryPolicy> {
+        let next_upstream = self
+            .next_upstream
+            .iter()
+            .map(|w| Proxying::Proxy.condition(w).with_context(|| format!("unknown proxy_next_upstream word {w:?}")))
+            .collect::<Result<NextUpstream>>()?;
+        Ok(RetryPolicy { next_upstream, tries: self.tries, timeout_ms: 0 })
+    }
 }
 
 /// One key of a record.
@@ -55,9 +95,24 @@ pub struct RecordKey {
     pub comment: String,
     /// Key flags.
     pub flags: Vec<Flag>,
+    /// The request method, in a case with failure kinds (`GET` or `POST`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_method: Option<String>,
+    /// In a case whose clock advances: the second of nginx's clock the request was sent at, counted from
+    /// the case's first request (the recorder checked nginx's own clock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<u64>,
 }
 
 impl RecordKey {
+    /// The request method (GET unless recorded otherwise).
+    pub fn method(&self) -> crate::run::client::Method {
+        match self.request_method.as_deref() {
+            Some("POST") => crate::run::client::Method::Post,
+            _ => crate::run::client::Method::Get,
+        }
+    }
+
     /// The raw key bytes.
     pub fn bytes(&self) -> Vec<u8> {
         from_hex(&self.key_hex)
@@ -122,6 +177,21 @@ pub struct PeerRecord {
     pub fail_timeout: u64,
     /// Connections to it are refused.
     pub refuses: bool,
+    /// How it answers when it does not answer `200 OK` (cases with failure kinds): `http_502`, `timeout`,
+    /// `invalid_header`, `stale_keepalive` ([`Answer::word`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+impl PeerRecord {
+    /// The peer's answer ([`PeerRecord::answer`] read back).
+    ///
+    /// # Panics
+    ///
+    /// An answer no recorder writes.
+    pub fn answer(&self) -> Option<Answer> {
+        self.answer.as_deref().map(|w| Answer::from_word(w).unwrap_or_else(|| panic!("unknown answer {w:?}")))
+    }
 }
 
 /// The C library a run's `libc` text names by its first word (`glibc …`, `musl …`).
@@ -174,8 +244,12 @@ pub fn skeleton(case: &Case) -> Record {
         flags: case.flags.clone(),
         versions_differ: case.versions_differ.map(str::to_string),
         libcs_differ: case.libcs_differ.map(str::to_string),
-        upstream: case.topology.upstream_block(HTTP_KEY, true),
+        upstream: crate::run::parity::http_site_failing(&case.topology, false, case.failures.as_ref())
+            .http
+            .expect("an http site")
+            .upstream_block,
         hosts: (!case.topology.hosts.is_empty()).then(|| case.topology.hosts_file()),
+        policy: case.failures.as_ref().map(|f| PolicyRecord::of(&f.policy)),
         keys: case
             .keys
             .iter()
@@ -184,6 +258,8 @@ pub fn skeleton(case: &Case) -> Record {
                 key_hex: to_hex(&k.key),
                 comment: k.comment.clone(),
                 flags: k.flags.clone(),
+                request_method: case.failures.is_some().then(|| k.method.name().to_string()),
+                clock: k.at,
             })
             .collect(),
         runs: Vec::new(),

@@ -1,15 +1,21 @@
 //! Offline replay of records against a [`Model`]: the library's [`Worker`] ([`LibraryReplayer`]) or a
 //! deliberately broken model in tests.
 
-use super::record_file::{Record, Run, upstream_of_peers};
+use super::record_file::{PeerRecord, Record, Run, upstream_of_peers};
 use super::snapshots::show;
 use crate::catalog::flag::Flag;
+use crate::run::client::Method;
 use crate::run::observation::Observation;
+use crate::run::observation::{failure_observation, observation};
+use crate::run::parity::{KeyKind, Mutation, PlannedRequest, RUN_CLOCK};
 use crate::run::parity::{Model, expect_with};
+use crate::site::failures::{Answer, Connections};
 use anyhow::Result;
+use nginx_ketama::failure::{ClientRequest, RetryPolicy};
 use nginx_ketama::upstream::Upstream;
 use nginx_ketama::version::NginxVersion;
 use nginx_ketama::worker::Worker;
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
 /// Makes fresh models (fresh workers) for one run; implemented by the library ([`LibraryReplayer`]) and by
@@ -61,7 +67,10 @@ pub fn replay(record: &Record, run: &Run, replayer: &dyn Replayer) -> Vec<Replay
     let mut shared = replayer.fresh();
     for (i, (k, want)) in record.keys.iter().zip(&run.results).enumerate() {
         let key = k.bytes();
-        let got = if record.stateful { shared.expect(&key) } else { replayer.fresh().expect(&key) };
+        let request = PlannedRequest { key: key.clone(), kind: KeyKind::Random, method: k.method() };
+        let now = RUN_CLOCK + k.clock.unwrap_or(0);
+        let got =
+            if record.stateful { shared.expect_at(&request, now) } else { replayer.fresh().expect_at(&request, now) };
         if got != *want {
             failures.push(ReplayFailure {
                 case: record.case.clone(),
@@ -77,11 +86,22 @@ pub fn replay(record: &Record, run: &Run, replayer: &dyn Replayer) -> Vec<Replay
     failures
 }
 
-/// The library's [`Worker`] set up from a run's peers and nginx version.
+/// The library's [`Worker`] set up from a run's peers and nginx version; in a record with failure kinds, the
+/// peers answer as recorded under the record's policy.
 #[derive(Debug)]
 pub struct LibraryReplayer {
     upstream: Upstream,
     refusing: BTreeSet<String>,
+    failing: Option<Failing>,
+}
+
+/// What a record with failure kinds replays with: each peer's answer by address, the policy, and
+/// optionally one rule changed.
+#[derive(Debug, Clone)]
+struct Failing {
+    answers: BTreeMap<String, Answer>,
+    policy: RetryPolicy,
+    mutation: Option<Mutation>,
 }
 
 impl LibraryReplayer {
@@ -94,7 +114,44 @@ impl LibraryReplayer {
     pub fn new(record: &Record, run: &Run) -> Result<LibraryReplayer> {
         let refusing = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.clone()).collect();
         let upstream = upstream_of_peers(record.method, run.nginx, run.c_library(), &run.peers)?;
-        Ok(LibraryReplayer { upstream, refusing })
+        let failing = match &record.policy {
+            Some(policy) => Some(Failing {
+                answers: run.peers.iter().filter_map(|p| Some((p.address.clone(), p.answer()?))).collect(),
+                policy: policy.policy()?,
+                mutation: None,
+            }),
+            None => None,
+        };
+        Ok(LibraryReplayer { upstream, refusing, failing })
+    }
+
+    /// The same replayer with one of nginx's failure rules changed (records with failure kinds only).
+    #[must_use]
+    pub fn mutated(mut self, mutation: Mutation) -> LibraryReplayer {
+        if let Some(f) = self.failing.as_mut() {
+            f.mutation = Some(mutation);
+        }
+        self
+    }
+
+    /// The same replayer with the `fail_timeout` window's boundary changed: a failed peer is skipped while
+    /// `now - checked < fail_timeout` (exclusive) instead of nginx's `<=` — the library's comparison, run
+    /// with every `fail_timeout` one second shorter (never skipped where it is 0).
+    ///
+    /// # Errors
+    ///
+    /// An upstream the library rejects.
+    pub fn with_exclusive_fail_timeout(self, record: &Record, run: &Run) -> Result<LibraryReplayer> {
+        let peers: Vec<PeerRecord> = run
+            .peers
+            .iter()
+            .map(|p| match p.fail_timeout {
+                0 => PeerRecord { max_fails: 0, ..p.clone() },
+                t => PeerRecord { fail_timeout: t - 1, ..p.clone() },
+            })
+            .collect();
+        let upstream = upstream_of_peers(record.method, run.nginx, run.c_library(), &peers)?;
+        Ok(LibraryReplayer { upstream, ..self })
     }
 }
 
@@ -108,10 +165,57 @@ impl Model for WorkerModel<'_> {
         let refusing = self.refusing;
         expect_with(&mut self.worker, key, |p| refusing.contains(p.name()))
     }
+
+    fn expect_at(&mut self, request: &PlannedRequest, now: u64) -> Observation {
+        let refusing = self.refusing;
+        let out = self.worker.request(&request.key, now, |p| refusing.contains(p.name()));
+        observation(self.worker.upstream(), &out)
+    }
+}
+
+/// A worker whose peers answer as a record with failure kinds says.
+struct FailingWorkerModel<'a> {
+    worker: Worker<'a>,
+    refusing: &'a BTreeSet<String>,
+    failing: &'a Failing,
+    connections: Connections,
+}
+
+impl Model for FailingWorkerModel<'_> {
+    fn expect(&mut self, key: &[u8]) -> Observation {
+        let request = PlannedRequest { key: key.to_vec(), kind: KeyKind::Random, method: Method::Get };
+        self.expect_at(&request, RUN_CLOCK)
+    }
+
+    fn expect_at(&mut self, request: &PlannedRequest, now: u64) -> Observation {
+        let (refusing, f) = (self.refusing, self.failing);
+        let client = ClientRequest { method: request.method.as_request_method(), ..ClientRequest::default() };
+        let connections = &mut self.connections;
+        let out = self.worker.request_judged(
+            &request.key,
+            now,
+            &Mutation::budget_policy(f.mutation, &f.policy),
+            |peer, left| {
+                let name = peer.name();
+                let reply = connections.reply(name, refusing.contains(name), f.answers.get(name).copied());
+                Mutation::decide(f.mutation, reply, &f.policy, &client, left)
+            },
+        );
+        failure_observation(self.worker.upstream(), &out)
+    }
 }
 
 impl Replayer for LibraryReplayer {
     fn fresh(&self) -> Box<dyn Model + '_> {
-        Box::new(WorkerModel { worker: Worker::new(&self.upstream), refusing: &self.refusing })
+        let worker = Worker::new(&self.upstream);
+        match &self.failing {
+            None => Box::new(WorkerModel { worker, refusing: &self.refusing }),
+            Some(failing) => Box::new(FailingWorkerModel {
+                worker,
+                refusing: &self.refusing,
+                failing,
+                connections: Connections::default(),
+            }),
+        }
     }
 }

@@ -45,6 +45,14 @@ pub fn render_snapshot(record: &Record) -> String {
     }
     s.push('\n');
     s.push_str(&record.upstream);
+    if let Some(p) = &record.policy {
+        let _ = writeln!(
+            s,
+            "front: proxy_next_upstream {}; proxy_next_upstream_tries {};",
+            p.next_upstream.join(" "),
+            p.tries
+        );
+    }
     if let Some(h) = &record.hosts {
         let _ = write!(s, "\nhosts:\n{h}");
     }
@@ -71,6 +79,9 @@ pub fn render_snapshot(record: &Record) -> String {
             if p.refuses {
                 flags.push("refuses".to_string());
             }
+            if let Some(a) = &p.answer {
+                flags.push(format!("answers {a}"));
+            }
             if p.max_fails > 0 {
                 flags.push(format!("max_fails={} fail_timeout={}s", p.max_fails, p.fail_timeout));
             }
@@ -87,11 +98,19 @@ pub fn render_snapshot(record: &Record) -> String {
         let _ = writeln!(s, "  {:>4}  {:<8}  {:<15}  {:<40}  key", "#", "crc32", "outcome", "attempts (servers)");
         for (i, (k, r)) in record.keys.iter().zip(&run.results).enumerate() {
             let bytes = k.bytes();
-            let (attempts, outcome) = r.attempts();
+            let (attempts, outcome) = super::fixtures::outcome_of(r, &run.peers, record.policy.is_some());
             let servers: Vec<&str> = attempts.iter().map(|a| server_of.get(a).copied().unwrap_or("?")).collect();
             let mut shown = servers.join(", ");
             if outcome == Outcome::NoLiveUpstreams {
                 shown.push_str(if shown.is_empty() { "(none)" } else { ", (none left)" });
+            }
+            // Cases with failure kinds: the method and $upstream_status (and the clock's second) lead the key.
+            let mut key = show(&bytes);
+            if let Some(statuses) = &r.upstream_status {
+                key = format!("{} [{statuses}] {key}", k.request_method.as_deref().unwrap_or("GET"));
+            }
+            if let Some(at) = k.clock {
+                key = format!("t+{at}s {key}");
             }
             let _ = writeln!(
                 s,
@@ -100,7 +119,7 @@ pub fn render_snapshot(record: &Record) -> String {
                 crc32fast::hash(&bytes),
                 format!("{outcome} {}", r.status),
                 shown,
-                show(&bytes)
+                key
             );
         }
     }

@@ -50,6 +50,14 @@ pub enum Method {
 }
 
 impl Method {
+    /// The method's name on the request line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+        }
+    }
+
     /// The method as nginx's retry rules see it.
     pub fn as_request_method(self) -> nginx_ketama::failure::RequestMethod {
         match self {

@@ -24,7 +24,7 @@
 
 use crate::run::observation::Observation;
 use crate::run::observation::{failure_observation, observation};
-use crate::site::failures::Failures;
+use crate::site::failures::{Connections, Failures};
 use crate::site::topology::Topology;
 use nginx_ketama::failure::{ClientRequest, RequestMethod};
 use nginx_ketama::upstream::{Peer, Upstream};
@@ -118,6 +118,8 @@ pub enum Judgement {
 #[derive(Debug)]
 pub struct ClockedModel<'a> {
     states: Vec<Worker<'a>>,
+    /// The worker's cached connections to stale-keepalive servers, as nginx's own attempts left them.
+    connections: Connections,
     topology: &'a Topology,
     answers: Answers<'a>,
     lost: Option<Unclocked>,
@@ -136,7 +138,13 @@ pub enum Answers<'a> {
 impl<'a> ClockedModel<'a> {
     /// A freshly started worker for `upstream`, whose refused peers are those `topology` marks dead.
     pub fn new(upstream: &'a Upstream, topology: &'a Topology) -> ClockedModel<'a> {
-        ClockedModel { states: vec![Worker::new(upstream)], topology, answers: Answers::Refusing, lost: None }
+        ClockedModel {
+            states: vec![Worker::new(upstream)],
+            connections: Connections::default(),
+            topology,
+            answers: Answers::Refusing,
+            lost: None,
+        }
     }
 
     /// [`ClockedModel::new`] whose servers answer as `failures` says.
@@ -175,6 +183,7 @@ impl<'a> ClockedModel<'a> {
         };
         let (topology, answers) = (self.topology, self.answers);
         let client = ClientRequest { method, ..ClientRequest::default() };
+        let connections = &self.connections;
         // One request on a worker, the clock read as `clock` says, and what nginx would answer.
         let run = |w: &mut Worker<'a>, clock: &mut dyn FnMut() -> u64| match answers {
             Answers::Refusing => {
@@ -182,7 +191,9 @@ impl<'a> ClockedModel<'a> {
                 observation(w.upstream(), &out)
             }
             Answers::Failing(f) => {
-                let out = w.request_with_clocked(key, clock, &f.policy, &client, |p: &Peer| f.reply(topology, p));
+                let mut c = connections.clone();
+                let out =
+                    w.request_with_clocked(key, clock, &f.policy, &client, |p: &Peer| f.reply(topology, p, &mut c));
                 failure_observation(w.upstream(), &out)
             }
         };
@@ -214,6 +225,13 @@ impl<'a> ClockedModel<'a> {
         } else {
             Judgement::Differs(first.clone())
         };
+        // nginx's own attempts tell which cached connections it left (whatever the model predicted).
+        if let Answers::Failing(f) = self.answers {
+            for name in actual.upstream_addr.split(", ") {
+                let refuses = self.topology.refuses(name);
+                let _ = self.connections.reply(name, refuses, f.answer_of(self.topology, name));
+            }
+        }
         // A tick-dependent answer rules out the ways that predicted something else.
         let tick = judgement == Judgement::NotComparable(Unclocked::Tick);
         let kept: Vec<Worker<'a>> = ways.into_iter().filter(|(o, _)| !tick || o == actual).map(|(_, w)| w).collect();

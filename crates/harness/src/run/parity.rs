@@ -8,9 +8,10 @@ use crate::run::client::{Method as HttpMethod, Response, get, pipeline, pipeline
 use crate::run::clock::{ClockedModel, Judgement, Unclocked};
 use crate::run::observation::{Observation, failure_observation, observation};
 use crate::site::conf::{HTTP_KEY, Part, Site};
-use crate::site::failures::Failures;
+use crate::site::failures::{Connections, Failures, STALE_KEEPALIVE_TIMEOUT};
 use crate::site::topology::{Resolution, Topology, random_keys};
 use anyhow::{Context, Result};
+use nginx_ketama::failure::{ClientRequest, Decision, Reply, RetryPolicy};
 use nginx_ketama::upstream::Upstream;
 use nginx_ketama::worker::Worker;
 use rand::SeedableRng;
@@ -124,21 +125,78 @@ pub trait Model {
         self.expect(&request.key)
     }
 
+    /// [`Model::expect_request`] at second `now` of the worker's clock (vectors whose clock advances); by
+    /// default the clock is ignored.
+    fn expect_at(&mut self, request: &PlannedRequest, now: u64) -> Observation {
+        let _ = now;
+        self.expect_request(request)
+    }
+
     /// Whether the model predicts `$upstream_status` (then nginx's is compared too).
     fn predicts_upstream_status(&self) -> bool {
         false
     }
 }
 
-/// One of nginx's failure rules changed on purpose, to show that the live proof catches the change.
+/// One of nginx's failure rules changed on purpose, to show that the live proof and the vectors catch the
+/// change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mutation {
     /// The last attempt's listed 5xx (passed to the client) frees its peer as FAILED, not as a success.
     LastStatusFails,
     /// A retried 403/404 frees its peer as FAILED, not as NEXT.
     NotFoundFails,
+    /// A retried 429 frees its peer as NEXT (like 403/404), not as FAILED.
+    TooManyRequestsNext,
     /// `non_idempotent` is ignored: a sent POST is retried like a GET.
     PostRetried,
+    /// An error on a cached keepalive connection is not given back: it counts against the budget.
+    StaleNotGivenBack,
+    /// `proxy_next_upstream_tries` is ignored: the budget is the peers'.
+    TriesIgnored,
+}
+
+impl Mutation {
+    /// The budget policy of a request under `policy` with this mutation.
+    pub fn budget_policy(mutation: Option<Mutation>, policy: &RetryPolicy) -> RetryPolicy {
+        match mutation {
+            Some(Mutation::TriesIgnored) => RetryPolicy { tries: 0, ..*policy },
+            _ => *policy,
+        }
+    }
+
+    /// nginx's [`decide`](nginx_ketama::failure::decide) for one attempt, with `mutation`'s rule changed.
+    pub fn decide(
+        mutation: Option<Mutation>,
+        reply: Reply,
+        policy: &RetryPolicy,
+        client: &ClientRequest,
+        left: u32,
+    ) -> Decision {
+        use nginx_ketama::failure::{Condition, Freed, RequestMethod, decide};
+        let mut d = decide(reply, policy, client, left, 0);
+        match (mutation, reply) {
+            (Some(Mutation::LastStatusFails), Reply::Status(s))
+                if s >= 500
+                    && !d.retry
+                    && Condition::for_status(s).is_some_and(|c| policy.next_upstream.contains(c)) =>
+            {
+                d.freed = Freed::Failed;
+            }
+            (Some(Mutation::NotFoundFails), _) if d.freed == Freed::Next => d.freed = Freed::Failed,
+            (Some(Mutation::TooManyRequestsNext), Reply::Status(429)) if d.freed == Freed::Failed => {
+                d.freed = Freed::Next;
+            }
+            (Some(Mutation::PostRetried), _) => {
+                d = decide(reply, policy, &ClientRequest { method: RequestMethod::Get, ..*client }, left, 0);
+            }
+            (Some(Mutation::StaleNotGivenBack), Reply::StaleConnection) => {
+                d.given_back = false;
+            }
+            _ => {}
+        }
+        d
+    }
 }
 
 /// The library's simulator with failure kinds: each peer answers as `failures` says, the front's policy
@@ -148,13 +206,20 @@ pub struct FailureModel<'a> {
     worker: Worker<'a>,
     topology: &'a Topology,
     failures: &'a Failures,
+    connections: Connections,
     mutation: Option<Mutation>,
 }
 
 impl<'a> FailureModel<'a> {
     /// A fresh worker for `upstream`, with `topology`'s dead servers refusing and `failures` for the rest.
     pub fn new(upstream: &'a Upstream, topology: &'a Topology, failures: &'a Failures) -> Self {
-        FailureModel { worker: Worker::new(upstream), topology, failures, mutation: None }
+        FailureModel {
+            worker: Worker::new(upstream),
+            topology,
+            failures,
+            connections: Connections::default(),
+            mutation: None,
+        }
     }
 
     /// The same model with `mutation` applied.
@@ -170,31 +235,18 @@ impl Model for FailureModel<'_> {
     }
 
     fn expect_request(&mut self, request: &PlannedRequest) -> Observation {
-        use nginx_ketama::failure::{ClientRequest, Condition, Freed, Reply, decide};
-        let (topology, failures) = (self.topology, self.failures);
+        let (topology, failures, mutation) = (self.topology, self.failures, self.mutation);
         let policy = failures.policy;
         let client = ClientRequest { method: request.method.as_request_method(), ..ClientRequest::default() };
-        let mutation = self.mutation;
-        let out = self.worker.request_judged(&request.key, RUN_CLOCK, &policy, |peer, left| {
-            let reply = failures.reply(topology, peer);
-            let mut d = decide(reply, &policy, &client, left, 0);
-            match (mutation, reply) {
-                (Some(Mutation::LastStatusFails), Reply::Status(s))
-                    if s >= 500
-                        && !d.retry
-                        && Condition::for_status(s).is_some_and(|c| policy.next_upstream.contains(c)) =>
-                {
-                    d.freed = Freed::Failed;
-                }
-                (Some(Mutation::NotFoundFails), _) if d.freed == Freed::Next => d.freed = Freed::Failed,
-                (Some(Mutation::PostRetried), _) => {
-                    let as_get = ClientRequest { method: nginx_ketama::failure::RequestMethod::Get, ..client };
-                    d = decide(reply, &policy, &as_get, left, 0);
-                }
-                _ => {}
-            }
-            d
-        });
+        let connections = &mut self.connections;
+        let out = self.worker.request_judged(
+            &request.key,
+            RUN_CLOCK,
+            &Mutation::budget_policy(mutation, &policy),
+            |peer, left| {
+                Mutation::decide(mutation, failures.reply(topology, peer, connections), &policy, &client, left)
+            },
+        );
         failure_observation(self.worker.upstream(), &out)
     }
 
@@ -281,9 +333,17 @@ pub fn http_site_failing(topology: &Topology, probe_resolution: bool, failures: 
     let failing = failures.map(|f| f.failing(topology));
     let failing_listeners: Vec<&crate::site::topology::Listen> =
         failing.iter().flat_map(|f| f.groups.iter().flat_map(|(_, l)| l)).collect();
+    let mut upstream_block = topology.upstream_block(HTTP_KEY, true);
+    if failures.is_some_and(Failures::has_stale_keepalive) {
+        // Idle cached connections stay until the stale server closes them on reuse (not after 60 s).
+        upstream_block = upstream_block.replace(
+            "    keepalive 64;\n",
+            &format!("    keepalive 64;\n    keepalive_timeout {STALE_KEEPALIVE_TIMEOUT};\n"),
+        );
+    }
     Site {
         http: Some(Part {
-            upstream_block: topology.upstream_block(HTTP_KEY, true),
+            upstream_block,
             listeners: topology.live_listeners().into_iter().filter(|l| !failing_listeners.contains(&l)).collect(),
         }),
         stream: None,
@@ -381,15 +441,20 @@ pub fn front_as_nginx_sees_it(backend: &Build, session: &Session) -> std::net::S
     }
 }
 
-/// Starts nginx for `topology`; with `probe` (and hostnames to resolve), asks nginx how its resolver
-/// ordered each name's addresses and returns the topology resolved that way.
+/// Starts nginx for `topology` (with `failures`, if any); with `probe` (and hostnames to resolve), asks nginx
+/// how its resolver ordered each name's addresses and returns the topology resolved that way.
 ///
 /// # Errors
 ///
 /// As [`start`].
-pub fn start_resolving(backend: &Build, topology: Topology, probe: bool) -> Result<(Box<dyn Instance>, Topology)> {
+pub fn start_resolving(
+    backend: &Build,
+    topology: Topology,
+    probe: bool,
+    failures: Option<&Failures>,
+) -> Result<(Box<dyn Instance>, Topology)> {
     let probe = probe && !topology.hosts.is_empty();
-    let instance = backend.start(&http_site(&topology, probe), backend.prefix()?)?;
+    let instance = backend.start(&http_site_failing(&topology, probe, failures), backend.prefix()?)?;
     if !probe {
         return Ok((instance, topology));
     }

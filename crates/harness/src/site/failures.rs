@@ -29,10 +29,76 @@ pub enum Answer {
     Stall,
     /// A response header nginx cannot parse (a bare CR in a header value): `invalid_header`.
     InvalidHeader,
+    /// `200 OK` on a new connection, kept alive; the next request on that connection is closed unanswered
+    /// (`$connection_requests` above 1: `return 444`). So every attempt nginx makes on a cached keepalive
+    /// connection to this server meets a stale connection (algorithm §5.1), deterministically: the server,
+    /// not a timer, closes it ([`Connections`]).
+    StaleKeepalive,
+}
+
+impl Answer {
+    /// The answer's name in vectors and shim messages: nginx's `proxy_next_upstream` word for it
+    /// (`http_502`, `timeout`, `invalid_header`), or `stale_keepalive`.
+    pub fn word(self) -> String {
+        match self {
+            Answer::Status(s) => format!("http_{s}"),
+            Answer::Stall => "timeout".to_string(),
+            Answer::InvalidHeader => "invalid_header".to_string(),
+            Answer::StaleKeepalive => "stale_keepalive".to_string(),
+        }
+    }
+
+    /// The answer named `word` ([`Answer::word`]).
+    pub fn from_word(word: &str) -> Option<Answer> {
+        Some(match word {
+            "timeout" => Answer::Stall,
+            "invalid_header" => Answer::InvalidHeader,
+            "stale_keepalive" => Answer::StaleKeepalive,
+            _ => {
+                let status: u16 = word.strip_prefix("http_")?.parse().ok()?;
+                STATUSES.contains(&status).then_some(Answer::Status(status))?
+            }
+        })
+    }
+}
+
+/// The worker's cached keepalive connections to [`Answer::StaleKeepalive`] servers, by peer address: a
+/// `200 OK` leaves one cached (it ends the request, and its peer is freed as a success), and the next
+/// attempt at that address runs on it and meets the server's close. A fresh worker has none.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Connections(std::collections::BTreeSet<String>);
+
+impl Connections {
+    /// How an attempt at the peer printed as `name` ends, given its `answer` (`None`: `200 OK`) and
+    /// whether it `refuses`; keeps track of the cached connections.
+    pub fn reply(&mut self, name: &str, refuses: bool, answer: Option<Answer>) -> Reply {
+        if refuses {
+            return Reply::Refused;
+        }
+        match answer {
+            None => Reply::OK,
+            Some(Answer::Status(s)) => Reply::Status(s),
+            Some(Answer::Stall) => Reply::ReadTimeout,
+            Some(Answer::InvalidHeader) => Reply::InvalidHeader,
+            Some(Answer::StaleKeepalive) => {
+                if self.0.remove(name) {
+                    Reply::StaleConnection
+                } else {
+                    self.0.insert(name.to_string());
+                    Reply::OK
+                }
+            }
+        }
+    }
 }
 
 /// The statuses a server may answer with: every status `proxy_next_upstream` can name.
 pub const STATUSES: [u16; 7] = [500, 502, 503, 504, 403, 404, 429];
+
+/// How long the upstream block keeps idle keepalive connections (`keepalive_timeout`, upstream context)
+/// and a [`Answer::StaleKeepalive`] server keeps them open: longer than any run, so only the server's close
+/// on a reused connection ends one.
+pub const STALE_KEEPALIVE_TIMEOUT: &str = "3600s";
 
 /// `proxy_read_timeout` of the front location in a run with failure kinds.
 pub const READ_TIMEOUT_MS: u64 = 2000;
@@ -48,6 +114,8 @@ pub enum Kind {
     Timeout,
     /// An invalid header.
     InvalidHeader,
+    /// A cached keepalive connection found closed.
+    StaleKeepalive,
 }
 
 impl fmt::Display for Kind {
@@ -57,6 +125,7 @@ impl fmt::Display for Kind {
             Kind::Status(s) => write!(f, "http_{s}"),
             Kind::Timeout => f.write_str("timeout"),
             Kind::InvalidHeader => f.write_str("invalid_header"),
+            Kind::StaleKeepalive => f.write_str("stale_keepalive"),
         }
     }
 }
@@ -91,7 +160,12 @@ impl Failures {
                 && primary_peers >= 2
                 && same.iter().all(|l| l.max_fails >= 1 && l.fail_timeout >= 3600 && !l.backup);
             let mut choices: Vec<Answer> = STATUSES.iter().map(|&s| Answer::Status(s)).collect();
-            choices.extend([Answer::InvalidHeader, Answer::InvalidHeader]);
+            choices.extend([
+                Answer::InvalidHeader,
+                Answer::InvalidHeader,
+                Answer::StaleKeepalive,
+                Answer::StaleKeepalive,
+            ]);
             if stall_ok {
                 choices.extend([Answer::Stall; 4]);
             }
@@ -109,17 +183,21 @@ impl Failures {
         Failures { policy, ..Failures::random(topology, seed) }
     }
 
-    /// How an attempt at `peer` (of `topology`'s upstream) ends.
-    pub fn reply(&self, topology: &Topology, peer: &Peer) -> Reply {
-        if topology.refuses(peer.name()) {
-            return Reply::Refused;
-        }
-        match self.answers.get(peer.server().as_str()) {
-            None => Reply::OK,
-            Some(Answer::Status(s)) => Reply::Status(*s),
-            Some(Answer::Stall) => Reply::ReadTimeout,
-            Some(Answer::InvalidHeader) => Reply::InvalidHeader,
-        }
+    /// How an attempt at `peer` (of `topology`'s upstream) ends, on a worker holding `connections`.
+    pub fn reply(&self, topology: &Topology, peer: &Peer, connections: &mut Connections) -> Reply {
+        connections.reply(peer.name(), topology.refuses(peer.name()), self.answers.get(peer.server().as_str()).copied())
+    }
+
+    /// The answer of the server whose peer nginx printed as `name` (`None`: `200 OK`, or not a peer).
+    pub fn answer_of(&self, topology: &Topology, name: &str) -> Option<Answer> {
+        let line = topology.lines.iter().find(|l| l.endpoints.iter().any(|e| e.name == name))?;
+        self.answers.get(&line.server).copied()
+    }
+
+    /// Whether a server answers [`Answer::StaleKeepalive`] (the upstream then keeps idle connections for
+    /// an hour: [`STALE_KEEPALIVE_TIMEOUT`]).
+    pub fn has_stale_keepalive(&self) -> bool {
+        self.answers.values().any(|a| *a == Answer::StaleKeepalive)
     }
 
     /// What an attempt at the address nginx printed as `name` met (`None`: `200 OK`, or not a peer).
@@ -132,6 +210,7 @@ impl Failures {
             Answer::Status(s) => Kind::Status(*s),
             Answer::Stall => Kind::Timeout,
             Answer::InvalidHeader => Kind::InvalidHeader,
+            Answer::StaleKeepalive => Kind::StaleKeepalive,
         })
     }
 
@@ -206,6 +285,11 @@ pub fn answer_location(answer: Answer) -> String {
         Answer::Stall => "location / { limit_rate 1; return 200 \"stall\"; }".to_string(),
         // A bare CR inside a header value: ngx_http_parse_header_line() answers NGX_HTTP_PARSE_INVALID_HEADER.
         Answer::InvalidHeader => "location / { add_header X-Bad \"a\\rb\" always; return 200 \"ok\"; }".to_string(),
+        // The first request of a connection is answered and the connection kept (for an hour: no timer
+        // closes it); any later one on it is closed unanswered (444).
+        Answer::StaleKeepalive => format!(
+            "keepalive_timeout {STALE_KEEPALIVE_TIMEOUT};\n        location / {{ if ($connection_requests != \"1\") {{ return 444; }} return 200 \"ok\"; }}"
+        ),
     }
 }
 
@@ -282,6 +366,7 @@ mod tests {
             assert_ne!(f.policy.next_upstream, NextUpstream::EMPTY);
         }
         assert!(seen.contains(&Answer::Stall) && seen.contains(&Answer::InvalidHeader), "{seen:?}");
+        assert!(seen.contains(&Answer::StaleKeepalive), "{seen:?}");
         for s in STATUSES {
             assert!(seen.contains(&Answer::Status(s)), "{s}");
         }

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 /// A small JSON Schema (draft-07 subset) validator: `$ref` to `#/definitions/*`, `type`, `const`, `enum`,
-/// `properties`, `required`, `additionalProperties` (false or a schema), `items`, `minItems`, `minimum` and
-/// `pattern` for the few anchored patterns the schema uses. Unknown keywords fail, so the schema cannot
+/// `properties`, `required`, `additionalProperties` (false or a schema), `items`, `minItems`, `minimum`, `maximum`
+/// and `pattern` for the few anchored patterns the schema uses. Unknown keywords fail, so the schema cannot
 /// silently grow beyond what is checked.
 pub fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
     let Some(obj) = schema.as_object() else {
@@ -53,6 +53,11 @@ pub fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mu
             "minimum" => {
                 if v.as_i64().is_some_and(|n| n < s.as_i64().unwrap()) {
                     errors.push(format!("{path}: {v} < {s}"));
+                }
+            }
+            "maximum" => {
+                if v.as_i64().is_some_and(|n| n > s.as_i64().unwrap()) {
+                    errors.push(format!("{path}: {v} > {s}"));
                 }
             }
             "minItems" => {
