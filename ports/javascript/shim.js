@@ -17,6 +17,7 @@ const readline = require('readline');
 const { Ring, Worker, rulesFor, policyOf, DEFAULT_POLICY, ANSWERS } = require('./nginx_hash');
 
 const PROTOCOLS = [1, 2];
+const NEEDS_2 = 'failure kinds (a policy or peer answers) need shim protocol 2, and this upstream says protocol 1';
 const NOW = 1_000_000_000;
 
 class Unsupported extends Error {}
@@ -52,7 +53,8 @@ function upstreamOf(msg) {
   if (!Number.isInteger(now)) throw new Error(`now is not an integer: ${now}`);
   checkPeers(msg.peers);
   const hasPolicy = msg.policy !== undefined && msg.policy !== null;
-  if ((protocol === 2) !== hasPolicy) throw new Error('a policy belongs to protocol 2, and protocol 2 needs one');
+  if (protocol === 1 && hasPolicy) throw new Unsupported(NEEDS_2);
+  if (protocol === 2 && !hasPolicy) throw new Error('a protocol-2 upstream without policy');
   let policy = DEFAULT_POLICY;
   if (protocol === 2) {
     const words = msg.policy.nextUpstream;
@@ -61,7 +63,7 @@ function upstreamOf(msg) {
   }
   for (const p of msg.peers) {
     if (p.answer === undefined || p.answer === null) continue;
-    if (protocol === 1) throw new Error('a peer answer in a protocol-1 upstream');
+    if (protocol === 1) throw new Unsupported(NEEDS_2);
     if (p.answer === 'refused' || !ANSWERS.has(p.answer)) {
       throw new Unsupported(`peer answer ${JSON.stringify(p.answer)} is not modelled`);
     }

@@ -24,6 +24,7 @@ from nginx_hash import ANSWERS, DEFAULT_POLICY, Rules, Upstream, Worker, parse_v
 from nginx_hash_replay import NOW, build_upstream, group_policy  # noqa: E402
 
 PROTOCOLS = (1, 2)
+NEEDS_2 = "failure kinds (a policy or peer answers) need shim protocol 2, and this upstream says protocol 1"
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
@@ -43,7 +44,7 @@ def upstream_of(msg: dict):
         raise Unsupported(f"protocol {protocol!r} (this shim speaks 1 and 2)")
     if protocol == 1 and (msg.get("policy") is not None or any(
             isinstance(p, dict) and p.get("answer") is not None for p in msg.get("peers") or [])):
-        raise ValueError("policy or peer answers in a protocol-1 upstream")
+        raise Unsupported(NEEDS_2)
     if msg.get("method") not in (Upstream.CONSISTENT, Upstream.PLAIN):
         raise ValueError(f"unknown method {msg.get('method')!r}")
     version = msg.get("version")

@@ -30,6 +30,9 @@ import java.util.Map;
  * {@code upstreamStatuses}.
  */
 public final class Shim {
+    private static final String NEEDS_2 = "{\"unsupported\":" + quote(
+            "failure kinds (a policy or peer answers) need shim protocol 2, and this upstream says protocol 1") + "}";
+
     private Upstream upstream;
     private Worker worker;
     private long now;
@@ -91,7 +94,7 @@ public final class Shim {
                     }
                     if (peer.get("answer") != null) {
                         if (proto == 1) {
-                            throw new IllegalArgumentException("a peer answer in a protocol-1 upstream");
+                            return NEEDS_2;
                         }
                         try {
                             Replay.answer(peer);
@@ -100,8 +103,11 @@ public final class Shim {
                         }
                     }
                 }
-                if ((proto == 2) != (msg.get("policy") != null)) {
-                    throw new IllegalArgumentException("a policy belongs to protocol 2, and protocol 2 needs one");
+                if (proto == 1 && msg.get("policy") != null) {
+                    return NEEDS_2;
+                }
+                if (proto == 2 && msg.get("policy") == null) {
+                    throw new IllegalArgumentException("a protocol-2 upstream without policy");
                 }
                 Attempt.Policy pol = Replay.policy(msg);
                 long clock = Replay.num(msg, "now", Replay.NOW);

@@ -373,7 +373,7 @@ public final class SpecVectors {
                 "shim v2 unknown answer");
         eq(true, shim.answer(Json.parse(String.format(up, 3, pol, ""))).startsWith("{\"unsupported\""), "shim protocol 3");
         eq(true, shim.answer(Json.parse(String.format(up, 2, "", ""))).startsWith("{\"error\""), "shim v2 without policy");
-        eq(true, shim.answer(Json.parse(String.format(up, 1, "", a502))).startsWith("{\"error\""), "shim v1 with answer");
+        eq(true, shim.answer(Json.parse(String.format(up, 1, "", a502))).startsWith("{\"unsupported\""), "shim v1 with answer");
         eq("{\"ok\":true}", shim.answer(Json.parse(String.format(up, 1, "", ""))), "shim v1 upstream");
         eq("{\"attempts\":[\"127.0.0.1:9001\"],\"outcome\":\"answered\"}",
                 shim.answer(Json.parse("{\"op\":\"request\",\"keyHex\":\"" + hex + "\"}")), "shim v1 request");
