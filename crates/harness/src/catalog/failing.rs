@@ -23,6 +23,7 @@ pub(super) const CASES: &[fn() -> Case] = &[
     fail_post_non_idempotent,
     fail_timeout_invalid_header,
     fail_off_still_counts,
+    fail_none_left,
     fail_stale_keepalive,
     fail_stale_single_server,
     plain_fail_statuses,
@@ -262,6 +263,26 @@ fn fail_off_still_counts() -> Case {
          (max_fails=1), so later requests for the same keys skip it; a 502 (not retried) is a success.",
         topo(Method::Consistent, l),
         twice(sample_keys("of-", 46, 24)),
+    )
+    .failing(f)
+    .stateful()
+    .with_flags(&[Flag::FailureKinds, Flag::FailureAccounting, Flag::DeadServers])
+}
+
+fn fail_none_left() -> Case {
+    let l = vec![
+        line("127.0.51.1:9001").accounting().dead(),
+        line("127.0.51.2:9001").accounting(),
+        line("127.0.51.3:9001").accounting().dead(),
+    ];
+    let f = failures(&[(&l[1], Answer::InvalidHeader)], &[Error, Timeout], 0);
+    Case::new(
+        "fail-none-left",
+        "Two refusing servers and one sending an invalid header, max_fails=1, proxy_next_upstream error timeout: \
+         the invalid header is not retried (invalid_header is not listed; it ends with nginx's 502) but counts, \
+         and once all three have failed a request finds no live upstream ($upstream_status ends with nginx's 502).",
+        topo(Method::Consistent, l),
+        twice(sample_keys("nl-", 51, 6)),
     )
     .failing(f)
     .stateful()
