@@ -1,13 +1,16 @@
-//! `explain` against the golden vectors (recorded from every nginx of nginx/versions): for every recorded
+//! `explain` against the golden vectors (recorded from every nginx of nginx/versions; groups with failure
+//! kinds through `explain_with`, each peer answering as recorded): for every recorded
 //! request, the attempts `explain` reports equal nginx's `$upstream_addr` and the [`Worker`]'s attempts, and
 //! its trace is self-consistent (the walk starts on the key's point, steps point by point, counts misses one
 //! by one, and every attempt follows the step that chose its peer).
 
-use nginx_ketama::analysis::explain::{Landing, explain};
+use nginx_ketama::analysis::explain::{Landing, explain, explain_with};
+use nginx_ketama::failure::ClientRequest;
 use nginx_ketama::worker::{Step, Verdict};
 use nginx_ketama::{Method, Status, Upstream, Worker};
 use nginx_ketama_harness::golden::{Record, Run, load_records, records_dir, upstream_of_peers};
 use nginx_ketama_harness::run::parity::RUN_CLOCK;
+use nginx_ketama_harness::site::failures::{Answer, Connections};
 use std::collections::BTreeSet;
 
 /// The attempts a trace records, in order.
@@ -94,19 +97,51 @@ fn explain_reproduces_every_golden_vector() {
     assert!(failures.is_empty(), "{} differ:\n{}", failures.len(), failures[..failures.len().min(20)].join("\n"));
 }
 
+/// How an attempt at a peer of a recorded group ends, on a worker holding `connections`.
+fn reply<'a>(
+    refusing: &'a BTreeSet<&str>,
+    answers: &'a std::collections::BTreeMap<&str, Answer>,
+    connections: &'a mut Connections,
+) -> impl FnMut(&nginx_ketama::Peer) -> nginx_ketama::failure::Reply + 'a {
+    move |p| connections.reply(p.name(), refusing.contains(p.name()), answers.get(p.name()).copied())
+}
+
 fn replay(record: &Record, run: &Run, checked: &mut usize, walked: &mut usize) -> Vec<String> {
     let up = upstream_of_peers(record.method, run.nginx, run.c_library(), &run.peers).unwrap();
     let refusing: BTreeSet<&str> = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.as_str()).collect();
     let refuses = |p: &nginx_ketama::Peer| refusing.contains(p.name());
+    // Groups with failure kinds: each peer answers as recorded, under the group's policy and each request's
+    // method and clock; a stale-keepalive peer's cached connection is per worker.
+    let policy = record.policy.as_ref().map(|p| p.policy().expect("a recorded policy"));
+    let answers: std::collections::BTreeMap<&str, _> =
+        run.peers.iter().filter_map(|p| Some((p.address.as_str(), p.answer()?))).collect();
     let mut failures = Vec::new();
     let (mut explained, mut plain) = (Worker::new(&up), Worker::new(&up));
+    let (mut c_explained, mut c_plain) = (Connections::default(), Connections::default());
     for (i, (k, want)) in record.keys.iter().zip(&run.results).enumerate() {
         if !record.stateful {
             (explained, plain) = (Worker::new(&up), Worker::new(&up));
+            (c_explained, c_plain) = (Connections::default(), Connections::default());
         }
         let key = k.bytes();
-        let e = explain(&mut explained, &key, RUN_CLOCK, refuses);
-        let w = plain.request(&key, RUN_CLOCK, refuses);
+        let now = RUN_CLOCK + k.clock.unwrap_or(0);
+        let (e, w) = match &policy {
+            None => (explain(&mut explained, &key, now, refuses), plain.request(&key, now, refuses)),
+            Some(policy) => {
+                let client = ClientRequest { method: k.method().as_request_method(), ..ClientRequest::default() };
+                (
+                    explain_with(
+                        &mut explained,
+                        &key,
+                        now,
+                        policy,
+                        &client,
+                        reply(&refusing, &answers, &mut c_explained),
+                    ),
+                    plain.request_with(&key, now, policy, &client, reply(&refusing, &answers, &mut c_plain)),
+                )
+            }
+        };
         let at = format!("{} (nginx {}) key #{}", record.case, run.label(), i + 1);
         *checked += 1;
         if e.steps.iter().any(|s| {
@@ -125,7 +160,11 @@ fn replay(record: &Record, run: &Run, checked: &mut usize, walked: &mut usize) -
         }
         let (names, _) = want.attempts();
         let got: Vec<&str> = e.outcome.attempts.iter().map(|&id| up.peer(id).name()).collect();
-        let status = if e.outcome.status == Status::Answered { 200 } else { 502 };
+        let status = match (&policy, e.outcome.status) {
+            (Some(_), _) => e.outcome.client_status,
+            (None, Status::Answered) => 200,
+            (None, _) => 502,
+        };
         if got != names || status != want.status {
             failures.push(format!("{at}: nginx {} {:?}, explain {status} {got:?}", want.status, names));
         }
