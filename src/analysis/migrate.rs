@@ -237,14 +237,17 @@ pub fn settings(engine: Engine) -> Vec<Engine> {
                 }
             }
         }
-        Engine::Envoy(_) => {
+        Engine::Envoy { use_hostname, .. } => {
             for hash_function in [envoy::HashFunction::XxHash, envoy::HashFunction::MurmurHash2] {
                 for (min_ring_size, max_ring_size) in ENVOY_RING_SIZES {
-                    add(Engine::Envoy(envoy::Policy::RingHash { min_ring_size, max_ring_size, hash_function }));
+                    add(Engine::Envoy {
+                        policy: envoy::Policy::RingHash { min_ring_size, max_ring_size, hash_function },
+                        use_hostname,
+                    });
                 }
             }
             for table_size in MAGLEV_TABLE_SIZES {
-                add(Engine::Envoy(envoy::Policy::Maglev { table_size }));
+                add(Engine::Envoy { policy: envoy::Policy::Maglev { table_size }, use_hostname });
             }
         }
         Engine::Kong { .. } => {

@@ -415,6 +415,19 @@ pub(crate) struct KeyLength {
     pub(crate) key_length: NonZeroUsize,
 }
 
+/// `--target-servers FILE`: the target platform's own server list (`crate::target`), given to the
+/// engine instead of the upstream's peers.
+#[derive(clap::Args)]
+pub(crate) struct TargetServersFile {
+    /// The engine's own server list, in its own format (recognised from the contents): an Envoy EDS
+    /// ClusterLoadAssignment (JSON), a HAProxy backend section, Kong's /upstreams/NAME/targets JSON, APISIX
+    /// upstream nodes, Traefik loadBalancer.servers (YAML or JSON), or a Caddy reverse_proxy line (Caddyfile
+    /// or JSON). Servers are paired with nginx's by address:port; the engine must be the file's
+    /// (docs/engines.md, "The target's own server list").
+    #[arg(long, value_name = "FILE")]
+    pub(crate) target_servers: Option<std::path::PathBuf>,
+}
+
 /// `--keys FILE`, or the keys of the requests of `--requests FILE` or `--log FILE` ([`Traffic`]).
 #[derive(clap::Args)]
 pub(crate) struct KeysFile {

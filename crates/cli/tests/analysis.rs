@@ -902,3 +902,199 @@ fn migrate_picture_renders() {
         Err(_) => nginx_ketama_harness::testkit::skip("rsvg-convert is not installed (apt-get install librsvg2-bin)"),
     }
 }
+
+// --- `--target-servers FILE`: the target platform's own server list (docs/engines.md) ---
+
+/// A list that names exactly nginx's peers gives the figures `compare` gives without a list; a list with
+/// one server fewer and one more pairs servers by address:port and says which side lacks which.
+#[test]
+fn compare_reads_the_targets_own_server_list_and_pairs_by_address() {
+    let c = conf("target.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let same = TempFile::new(
+        "same.cfg",
+        "backend app\n  balance url_param k\n  hash-type consistent crc32\n".to_string()
+            + &(1..=5).map(|i| format!("  server s{i} 127.0.0.1:900{i} check\n")).collect::<String>(),
+    );
+    let engine = "haproxy@2.6.12:crc32";
+    let plain = json(&run(&["compare", "--config", c, "--against", engine, "--format", "json"], b""));
+    let listed = json(&run(
+        &[
+            "compare",
+            "--config",
+            c,
+            "--against",
+            engine,
+            "--target-servers",
+            same.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        b"",
+    ));
+    assert_eq!(listed["uniform"]["agree"], plain["uniform"]["agree"]);
+    assert_eq!(listed["endpoints"]["format"], "HAProxy backend");
+    assert_eq!(listed["endpoints"]["backend"], "app");
+    // 9003 gone, 9006 added, weights from the file.
+    let changed = TempFile::new(
+        "changed.cfg",
+        "backend app\n  server a 127.0.0.1:9001 weight 2\n  server b 127.0.0.1:9002\n  server d 127.0.0.1:9004\n  \
+         server e 127.0.0.1:9005\n  server f 127.0.0.1:9006\n",
+    );
+    let f = changed.to_str().unwrap();
+    let doc =
+        json(&run(&["compare", "--config", c, "--against", engine, "--target-servers", f, "--format", "json"], b""));
+    let servers = doc["uniform"]["servers"].as_array().unwrap();
+    let row = |s: &str| servers.iter().find(|r| r["server"] == s).unwrap().clone();
+    assert_eq!(
+        (row("127.0.0.1:9003")["listed"].as_str(), row("127.0.0.1:9003")["other"].as_u64()),
+        (Some("nginx only"), Some(0))
+    );
+    assert_eq!(
+        (row("127.0.0.1:9006")["listed"].as_str(), row("127.0.0.1:9006")["nginx"].as_u64()),
+        (Some("engine only"), Some(0))
+    );
+    assert!(row("127.0.0.1:9006")["other"].as_u64().unwrap() > 0);
+    assert_eq!(row("127.0.0.1:9001")["listed"], "both");
+    // HAProxy's weight 2 on 9001: about twice the others' share (16 nodes per weight unit).
+    let share = |s: &str| row(s)["other"].as_u64().unwrap() as f64;
+    assert!(share("127.0.0.1:9001") > 1.4 * share("127.0.0.1:9002"), "{servers:?}");
+    assert_eq!(servers.iter().map(|s| s["other"].as_u64().unwrap()).sum::<u64>(), 1 << 32);
+    let table = ok(&run(&["compare", "--config", c, "--against", engine, "--target-servers", f], b""));
+    assert!(table.contains(&format!("servers: 5 of HAProxy backend app ({f})\n")), "{table}");
+    assert!(table.contains("only nginx has: 127.0.0.1:9003 "), "{table}");
+    assert!(table.contains("only the engine's list has: 127.0.0.1:9006 "), "{table}");
+}
+
+/// lua-resty-balancer's `t/chash.t` TEST 2: APISIX's ring over IPv4 `ip:port` nodes agrees with nginx's on
+/// every key; read from APISIX's own `nodes` (hash form), the agreement is the whole hash space.
+#[test]
+fn apisix_nodes_of_the_same_servers_agree_everywhere() {
+    let c = conf(
+        "apisix.conf",
+        "upstream app {\n  hash $arg_key consistent;\n  server 127.0.0.1:1985 weight=2;\n  server 127.0.0.1:1986 weight=2;\n  server 127.0.0.1:1987;\n}",
+    );
+    let nodes = TempFile::new(
+        "nodes.json",
+        r#"{"type": "chash", "hash_on": "vars", "key": "arg_key", "nodes": {"127.0.0.1:1985": 2, "127.0.0.1:1986": 2, "127.0.0.1:1987": 1}}"#,
+    );
+    let args = [
+        "compare",
+        "--config",
+        c.to_str().unwrap(),
+        "--against",
+        "apisix",
+        "--target-servers",
+        nodes.to_str().unwrap(),
+    ];
+    let doc = json(&run(&[&args[..], &["--format", "json"]].concat(), b""));
+    assert_eq!(doc["uniform"]["agree"].as_u64(), Some(1 << 32));
+    assert_eq!(doc["endpoints"]["format"], "APISIX upstream nodes");
+}
+
+/// Envoy's EDS with `hash_key` metadata: the key is hashed instead of the address, so naming each host by
+/// its own address string changes nothing, and another key changes the figure; `diff --engine` takes the
+/// lists before and after.
+#[test]
+fn envoy_eds_hash_keys_and_diff_on_the_target_lists() {
+    let c = conf("envoy.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let eds = |ports: &[u16], key: &dyn Fn(u16) -> String| {
+        let eps: Vec<String> = ports
+            .iter()
+            .map(|p| {
+                format!(
+                    r#"{{"endpoint": {{"address": {{"socket_address": {{"address": "127.0.0.1", "port_value": {p}}}}}}},
+                        "metadata": {{"filter_metadata": {{"envoy.lb": {{"hash_key": "{}"}}}}}}}}"#,
+                    key(*p)
+                )
+            })
+            .collect();
+        format!(r#"{{"cluster_name": "app", "endpoints": [{{"lb_endpoints": [{}]}}]}}"#, eps.join(","))
+    };
+    let ports = [9001, 9002, 9003, 9004, 9005];
+    let own = TempFile::new("eds-own.json", eds(&ports, &|p| format!("127.0.0.1:{p}")));
+    let other = TempFile::new("eds-other.json", eds(&ports, &|p| format!("pod-{p}")));
+    let agree = |args: &[&str]| {
+        let doc = json(&run(
+            &[&["compare", "--config", c, "--against", "envoy", "--samples", "4000"], args, &["--format", "json"]]
+                .concat(),
+            b"",
+        ));
+        doc["uniform"]["agree"].as_u64().unwrap()
+    };
+    let plain = agree(&[]);
+    assert_eq!(agree(&["--target-servers", own.to_str().unwrap()]), plain);
+    assert_ne!(agree(&["--target-servers", other.to_str().unwrap()]), plain);
+    // The wrong engine for the list, and diff over two lists.
+    let err = fails(&run(
+        &["compare", "--config", c, "--against", "haproxy", "--target-servers", own.to_str().unwrap()],
+        b"",
+    ));
+    assert!(err.contains("an Envoy EDS ClusterLoadAssignment list is envoy's own"), "{err}");
+    let after = TempFile::new("eds-after.json", eds(&[9001, 9002, 9003, 9004, 9005, 9006], &|p| format!("pod-{p}")));
+    let table = ok(&run(
+        &[
+            "diff",
+            "--from",
+            c,
+            "--engine",
+            "envoy",
+            "--samples",
+            "4000",
+            "--target-servers",
+            other.to_str().unwrap(),
+            "--to-target-servers",
+            after.to_str().unwrap(),
+        ],
+        b"",
+    ));
+    assert!(table.contains("envoy before: servers: 5 of Envoy EDS ClusterLoadAssignment app"), "{table}");
+    assert!(table.contains("envoy after:  servers: 6 of Envoy EDS ClusterLoadAssignment app"), "{table}");
+    let err =
+        fails(&run(&["diff", "--from", c, "--engine", "envoy", "--target-servers", other.to_str().unwrap()], b""));
+    assert!(err.contains("--to-target-servers"), "{err}");
+}
+
+/// Bad `--target-servers` files: the file and the line named, exit 2.
+#[test]
+fn bad_target_server_lists_name_the_file_and_line() {
+    let c = conf("bad-target.conf", FIVE);
+    let c = c.to_str().unwrap();
+    for (engine, text, want) in [
+        (
+            "haproxy",
+            "backend app\n  server a 127.0.0.1:9001\n  server b 127.0.0.1\n",
+            ":3: server 127.0.0.1 has no port",
+        ),
+        ("kong", "{\"data\": [\n  {\"target\": \"web.internal:80\"}\n]}", ":2: \"web.internal\" is not an IP address"),
+        (
+            "envoy",
+            "{\"cluster_name\": \"a\",\n \"endpoint\": []}",
+            ":2:11: not an Envoy ClusterLoadAssignment: unknown field `endpoint`, expected one of `@type`, `clusterName`, `cluster_name`, `endpoints`, `namedEndpoints`, `named_endpoints`, `policy`",
+        ),
+        ("traefik", "servers:\n  - url: http://127.0.0.1:9001\n    wieght: 2\n", "unknown field `wieght`"),
+        ("caddy", ":80 {\n  reverse_proxy\n}\n", ":2: reverse_proxy without upstreams"),
+        ("apisix", "{\"nodes\": {\"127.0.0.1\": 1}}", ":1: server 127.0.0.1 has no port"),
+        ("haproxy", "this is not a list\n", "not JSON, not a HAProxy backend"),
+    ] {
+        let file = TempFile::new("bad-target", text);
+        let f = file.to_str().unwrap();
+        let err = fails(&run(&["compare", "--config", c, "--against", engine, "--target-servers", f], b""));
+        assert!(err.contains(&format!("--target-servers {f}")) && err.contains(want), "{engine}: {err}");
+    }
+}
+
+/// Caddy hashes no empty key (an absent header): `compare --keys` counts them as not hashed, never kept.
+#[test]
+fn caddy_empty_keys_are_not_hashed_but_counted_apart() {
+    let c = conf("caddy-empty.conf", FIVE);
+    let keys = TempFile::new("caddy-keys", "a\n\nb\n\nc\n");
+    let args =
+        ["compare", "--config", c.to_str().unwrap(), "--against", "caddy@2.6.2", "--keys", keys.to_str().unwrap()];
+    let doc = json(&run(&[&args[..], &["--format", "json"]].concat(), b""));
+    assert_eq!((doc["keys"]["total"].as_u64(), doc["keys"]["not_hashed_fallback"].as_u64()), (Some(5), Some(2)));
+    assert!(doc["keys"]["agree"].as_u64().unwrap() <= 3);
+    let table = ok(&run(&args, b""));
+    assert!(table.contains("not hashed: fallback: 2 (40.000%): empty keys"), "{table}");
+}
