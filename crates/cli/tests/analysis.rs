@@ -1097,4 +1097,13 @@ fn caddy_empty_keys_are_not_hashed_but_counted_apart() {
     assert!(doc["keys"]["agree"].as_u64().unwrap() <= 3);
     let table = ok(&run(&args, b""));
     assert!(table.contains("not hashed: fallback: 2 (40.000%): empty keys"), "{table}");
+    // Stated even when no key is empty, and in migrate's table.
+    let none = TempFile::new("caddy-keys-full", "a\nb\n");
+    let table = ok(&run(
+        &["compare", "--config", c.to_str().unwrap(), "--against", "caddy", "--keys", none.to_str().unwrap()],
+        b"",
+    ));
+    assert!(table.contains("not hashed: fallback: 0 (0.000%)"), "{table}");
+    let table = ok(&run(&["migrate", "--config", c.to_str().unwrap(), "--to", "caddy", "--samples", "500"], b""));
+    assert!(table.contains("caddy: an empty key (no such header, query parameter or cookie) is not hashed"), "{table}");
 }

@@ -147,7 +147,8 @@ impl Report<'_> {
         if c.round_robin > 0 {
             writeln!(out, "nginx hands {} to round-robin ({})", c.round_robin, percent(c.round_robin, c.total))?;
         }
-        if c.not_hashed > 0 {
+        let caddy = matches!(c.against, Against::Engine(Engine::Caddy(_)));
+        if c.not_hashed > 0 || (caddy && c.method == Method::Keys) {
             writeln!(
                 out,
                 "not hashed: fallback: {} ({}): empty keys (an absent header, query parameter or cookie); Caddy \

@@ -37,6 +37,11 @@ fn parse_target(s: &str) -> Result<Vec<Engine>, String> {
     Ok(vec![engine])
 }
 
+/// What the table says of Caddy's empty keys (random keys are never empty, so none is counted here).
+pub(crate) const CADDY_EMPTY_KEY: &str = "caddy: an empty key (no such header, query parameter or cookie) is not hashed: \
+     Caddy's fallback policy (random by default) picks, so such requests keep nothing; the random keys counted here \
+     are never empty (compare --keys counts real ones)";
+
 /// `migrate`'s arguments.
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -220,6 +225,9 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
             }
             for &e in &engines {
                 writeln!(out, "{}", provenance(&e))?;
+                if e.name() == "caddy" {
+                    writeln!(out, "{}", CADDY_EMPTY_KEY)?;
+                }
             }
             if let Some(e) = &endpoints {
                 writeln!(out, "{}", e.line())?;
