@@ -579,7 +579,8 @@ pub(crate) struct EngineUnderProof {
     /// caddy, every provisioned release (scripts/provision-engines) or the one named as engines/versions
     /// names it (haproxy@3.0.11, haproxy@3.2.x, caddy@2.6). Random topologies (--topologies, default one
     /// of each HAProxy kind, two of each Caddy lb_policy that hashes), random keys (--keys) and keys at both
-    /// ends of every ring segment where the key's hash is computable, seeded by --seed; mismatches go to --mismatches. Exit 0 proven, 1 on mismatches, 2 for
+    /// ends of every ring segment where the key's hash is computable, seeded by --seed; mismatches go to --mismatches; --report junit=FILE|json=FILE writes a suite per
+    /// release and a case per kind of topology (Caddy: per lb_policy) with its requests and mismatches. Exit 0 proven, 1 on mismatches, 2 for
     /// an engine that does not run here (envoy, kong, traefik, ingress-nginx, apisix), 3 when it is not
     /// provisioned.
     #[arg(
@@ -589,7 +590,7 @@ pub(crate) struct EngineUnderProof {
         conflicts_with_all = [
             "config", "upstream", "failure_runs", "backend", "versions", "libc", "nginx", "image", "nginx_dir",
             "shim", "keep_going", "max_servers", "no_ring_proof", "no_failure_kinds", "stream_sessions",
-            "repeat", "reports",
+            "repeat",
         ]
     )]
     pub(crate) engine: Option<EngineTarget>,
