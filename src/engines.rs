@@ -103,7 +103,8 @@ pub enum EngineError {
 /// `envoy:murmur2,min-ring-size=4096`, `kong:slots=20000`, `traefik`. HAProxy's options: a hash function
 /// (`sdbm`, `djb2`, `wt6`, `crc32`, `none`), `avalanche`, `map-based`, `hash-key=id|addr|addr-port`,
 /// `allbackups`; the default release is the newest modelled. Envoy's: `maglev` and `table-size=N`, or the
-/// ring's `murmur2`, `min-ring-size=N`, `max-ring-size=N` ([`envoy::Policy`]); Kong's: `slots=N`.
+/// ring's `murmur2`, `min-ring-size=N`, `max-ring-size=N` ([`envoy::Policy`]), and for both
+/// `use-hostname-for-hashing` ([`Backend::host_key`]); Kong's: `slots=N`.
 ///
 /// # Example
 ///

@@ -18,8 +18,8 @@
 //! * **APISIX** upstream `nodes` (apache/apisix `apisix/schema_def.lua`, `upstream.nodes`): an object of
 //!   `"host:port": weight` or an array of `{host, port, weight, priority}`, alone, in an upstream object, or
 //!   in the Admin API's `{"value": {…}}`; the highest `priority` only (APISIX's priority balancer).
-//! * **Traefik** `loadBalancer.servers` (traefik/traefik `pkg/config/dynamic/http_config.go`, `Server`:
-//!   `url`, `weight`), YAML or JSON: a whole dynamic configuration with one service, a `loadBalancer`, or
+//! * **Traefik** `loadBalancer.servers` (traefik/traefik v3 `pkg/config/dynamic/http_config.go`, `Server`:
+//!   `url`, `weight`, `preservePath`, and `fenced` in the API's JSON), YAML or JSON: a whole dynamic configuration with one service, a `loadBalancer`, or
 //!   the `servers` list. The URL is what Traefik names (and hashes) the server by; the port for pairing is
 //!   the URL's, else the scheme's (80, 443).
 //! * **Caddy** `reverse_proxy` upstreams (caddyserver/caddy `modules/caddyhttp/reverseproxy/addresses.go`,
@@ -783,6 +783,9 @@ struct TraefikServer {
     weight: Option<i64>,
     #[serde(default, rename = "preservePath")]
     _preserve_path: Option<IgnoredAny>,
+    /// Traefik's API prints it (`json:"fenced"`): a fenced server takes no new request.
+    #[serde(default)]
+    fenced: bool,
 }
 
 /// A Traefik server list in `value`, if it has one.
@@ -830,6 +833,10 @@ fn traefik_servers(src: &Source, value: &serde_json::Value) -> Result<Option<Par
         };
         let addr = ip_port(src, &host, port, &s.url)?;
         let weight = s.weight.unwrap_or(1);
+        if s.fenced {
+            left_out.push(format!("{}: fenced (takes no new request)", s.url));
+            continue;
+        }
         if weight <= 0 {
             left_out.push(format!("{}: weight {weight} (not added)", s.url));
             continue;
@@ -1079,13 +1086,15 @@ mod tests {
                 .contains("unknown field `prio`")
         );
 
-        let yaml = "http:\n  services:\n    web:\n      loadBalancer:\n        servers:\n          - url: http://10.0.0.1:8080\n            weight: 2\n          - url: \"http://10.0.0.2\"\n";
+        let yaml = "http:\n  services:\n    web:\n      loadBalancer:\n        servers:\n          - url: http://10.0.0.1:8080\n            weight: 2\n          - url: \"http://10.0.0.2\"\n          - url: http://10.0.0.3:80\n            weight: 0\n";
         let t = parse_text(yaml).unwrap();
         assert_eq!(
             (t.0, t.1.as_deref(), addrs(&t)),
             (Format::Traefik, Some("web"), vec!["10.0.0.1:8080/2".to_string(), "10.0.0.2:80/1".into()])
         );
-        assert_eq!(t.2[1].name.as_deref(), Some("http://10.0.0.2"));
+        assert_eq!((t.2[1].name.as_deref(), t.3.len()), (Some("http://10.0.0.2"), 1));
+        let api = parse_text(r#"{"loadBalancer": {"servers": [{"url": "http://10.0.0.1:80"}, {"url": "http://10.0.0.2:80", "fenced": true}]}}"#).unwrap();
+        assert_eq!((addrs(&api), api.3.len()), (vec!["10.0.0.1:80/1".to_string()], 1));
         assert!(err("servers:\n  - url: http://web:80\n").starts_with("--target-servers f:2: \"web\" is not an IP"));
 
         let caddy = parse_text("example.com {\n  reverse_proxy 10.0.0.1:8080 http://10.0.0.2 {\n    to [::1]:81\n    lb_policy header X-Key\n  }\n}\n").unwrap();

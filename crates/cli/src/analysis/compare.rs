@@ -46,7 +46,8 @@ pub(crate) struct Args {
     /// The other implementation: pingora-ketama (exact), libketama, md5-vnodes (sampled), or a proxy:
     /// haproxy[@2.2.9|2.6.12|3.0.11|3.2.26][:sdbm|djb2|wt6|crc32|none,avalanche,map-based,hash-key=id|addr|addr-port,allbackups],
     /// caddy[@2.6.2|2.11.4], ingress-nginx, apisix,
-    /// envoy[:maglev,table-size=N|murmur2,min-ring-size=N,max-ring-size=N], kong[:slots=N], traefik
+    /// envoy[:maglev,table-size=N|murmur2,min-ring-size=N,max-ring-size=N][,use-hostname-for-hashing],
+    /// kong[:slots=N], traefik
     /// (exact where the proxy hashes the key with CRC-32 on intervals, sampled otherwise; docs/engines.md).
     #[arg(long, value_parser = parse_other, value_name = "IMPLEMENTATION")]
     against: Other,
