@@ -1107,3 +1107,25 @@ fn caddy_empty_keys_are_not_hashed_but_counted_apart() {
     let table = ok(&run(&["migrate", "--config", c.to_str().unwrap(), "--to", "caddy", "--samples", "500"], b""));
     assert!(table.contains("caddy: an empty key (no such header, query parameter or cookie) is not hashed"), "{table}");
 }
+
+/// `migrate --target-servers`: the list goes to its own engine only, and one upstream.
+#[test]
+fn migrate_takes_a_target_list_for_its_own_engine() {
+    let c = conf("migrate-target.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let list = TempFile::new(
+        "kong-targets.json",
+        r#"{"data": [{"target": "127.0.0.1:9001", "weight": 100}, {"target": "127.0.0.1:9002", "weight": 100}, {"target": "127.0.0.1:9007", "weight": 100}]}"#,
+    );
+    let f = list.to_str().unwrap();
+    let doc = json(&run(
+        &["migrate", "--config", c, "--to", "kong", "--samples", "2000", "--target-servers", f, "--format", "json"],
+        b"",
+    ));
+    assert!(doc["endpoints"].as_str().unwrap().starts_with("- (Kong upstream targets, "), "{doc}");
+    assert!(!doc["settings"].as_array().unwrap().is_empty());
+    let err = fails(&run(&["migrate", "--config", c, "--to", "kong,haproxy", "--target-servers", f], b""));
+    assert!(err.contains("a Kong upstream targets list is kong's own") && err.contains("not haproxy"), "{err}");
+    let err = fails(&run(&["migrate", "--config", c, "--to", "kong", "--target-servers", f, "--backends", f], b""));
+    assert!(err.contains("--backends and --target-servers both give the engine its servers"), "{err}");
+}
