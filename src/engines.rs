@@ -426,7 +426,7 @@ impl Backend {
     /// use nginx_ketama::engines::Backend;
     ///
     /// let mut b = Backend::new("10.0.0.1:80".parse().unwrap(), 1);
-    /// assert_eq!(b.host_key(true), "10.0.0.1:80"); // no hostname: Envoy's hostname is empty
+    /// assert_eq!(b.host_key(true), ""); // no hostname: Envoy hashes its empty hostname
     /// b.name = Some("web-1".into());
     /// assert_eq!((b.host_key(false), b.host_key(true)), ("10.0.0.1:80".into(), "web-1".into()));
     /// b.hash_key = Some("k1".into());

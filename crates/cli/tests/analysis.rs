@@ -1024,6 +1024,8 @@ fn envoy_eds_hash_keys_and_diff_on_the_target_lists() {
         doc["uniform"]["agree"].as_u64().unwrap()
     };
     let plain = agree(&[]);
+    let out = run(&["compare", "--config", c, "--against", "envoy:use-hostname-for-hashing", "--samples", "100"], b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("5 host(s) have no hostname"), "{out:?}");
     assert_eq!(agree(&["--target-servers", own.to_str().unwrap()]), plain);
     assert_ne!(agree(&["--target-servers", other.to_str().unwrap()]), plain);
     // The wrong engine for the list, and diff over two lists.

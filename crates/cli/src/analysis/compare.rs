@@ -240,6 +240,18 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let map = PickMap::new(up);
     let against = args.against.0;
     let endpoints = ServerList::read(&args.backends, &args.target)?;
+    if let Against::Engine(Engine::Envoy { use_hostname: true, .. }) = against {
+        let unnamed = match &endpoints {
+            Some(list) => list.backends().iter().filter(|b| b.name.is_none() && b.hash_key.is_none()).count(),
+            None => up.primary().iter().filter(|p| !p.is_down()).count(),
+        };
+        if unnamed > 0 {
+            eprintln!(
+                "nginx-ketama: [warn] {against}: {unnamed} host(s) have no hostname (nor hash_key): Envoy hashes their \
+                 empty hostname, so they share one key (give the hostnames with --target-servers)"
+            );
+        }
+    }
     let uniform = match (against, &endpoints) {
         (Against::Engine(engine), Some(e)) => {
             e.check_engine(&engine)?;
