@@ -181,6 +181,89 @@ function rulesId(r) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// §5.1: what each kind of attempt does — the retry policy, what one attempt met, and the rule for it.
+
+const NEXT_UPSTREAM_WORDS = new Set([
+  'error', 'timeout', 'invalid_header', 'http_500', 'http_502', 'http_503', 'http_504', 'http_403', 'http_404',
+  'http_429', 'non_idempotent', 'updating', 'off',
+]);
+const RETRIED_STATUSES = new Set([500, 502, 503, 504, 403, 404, 429]);
+const NON_IDEMPOTENT_METHODS = new Set(['POST', 'LOCK', 'PATCH']);
+
+/**
+ * `proxy_next_upstream` words (any case; `off` anywhere makes it `off` alone) and `proxy_next_upstream_tries`
+ * (0: no cap). `proxy_next_upstream_timeout` is not modelled (0, none); request bodies are buffered (default).
+ */
+function policyOf(words, tries = 0) {
+  const ws = new Set();
+  for (const w of words) {
+    const l = String(w).toLowerCase();
+    if (!NEXT_UPSTREAM_WORDS.has(l)) throw new Error(`unknown proxy_next_upstream value ${JSON.stringify(w)}`);
+    ws.add(l);
+  }
+  if (!Number.isInteger(tries) || tries < 0) throw new Error(`bad proxy_next_upstream_tries ${tries}`);
+  return { nextUpstream: ws.has('off') ? new Set(['off']) : ws, tries };
+}
+const DEFAULT_POLICY = policyOf(['error', 'timeout']); // nginx's default
+function lists(policy, condition) {
+  return !policy.nextUpstream.has('off') && policy.nextUpstream.has(condition);
+}
+
+// What one attempt met: kind error | timeout | invalid_header | response (with a status), whether the request
+// had been sent ("request sent", §5.1), whether it ran on a cached keepalive connection.
+const Reply = Object.freeze({
+  REFUSED: Object.freeze({ kind: 'error', status: 0, sent: false, cached: false }),
+  CONNECT_TIMEOUT: Object.freeze({ kind: 'timeout', status: 0, sent: false, cached: false }),
+  CLOSED: Object.freeze({ kind: 'error', status: 0, sent: true, cached: false }), // closed before the header
+  READ_TIMEOUT: Object.freeze({ kind: 'timeout', status: 0, sent: true, cached: false }),
+  INVALID_HEADER: Object.freeze({ kind: 'invalid_header', status: 0, sent: true, cached: false }),
+  STALE_CACHED: Object.freeze({ kind: 'error', status: 0, sent: true, cached: true }), // error on a cached connection
+  response: (status) => ({ kind: 'response', status, sent: true, cached: false }),
+});
+
+// A peer's answer as the failure vectors name it (peers[i].answer), plus 'refused' for `refuses`.
+const ANSWERS = new Set([
+  'refused', 'timeout', 'invalid_header', 'stale_keepalive',
+  'http_500', 'http_502', 'http_503', 'http_504', 'http_403', 'http_404', 'http_429',
+]);
+
+/** The Reply of an answer (undefined/null: 200 OK); not stale_keepalive, which depends on the worker. */
+function replyOf(answer) {
+  if (answer === undefined || answer === null) return Reply.response(200);
+  if (!ANSWERS.has(answer) || answer === 'stale_keepalive') throw new Error(`unknown peer answer ${answer}`);
+  if (answer === 'refused') return Reply.REFUSED;
+  if (answer === 'timeout') return Reply.READ_TIMEOUT;
+  if (answer === 'invalid_header') return Reply.INVALID_HEADER;
+  return Reply.response(Number(answer.slice(5)));
+}
+
+/**
+ * §5.1 for one attempt. `tries`: pc.tries before this attempt is freed; `single`: the current list is nginx's
+ * `single` list (whose free sets pc.tries to 0, §5). Returns { state: 'FAILED'|'NEXT'|'OK', givenBack, retry,
+ * upstreamStatus, clientStatus (null when retried), tries (pc.tries after the free and the give-back) }.
+ */
+function decide(reply, policy, method, tries, single = false) {
+  let after = single ? 0 : Math.max(tries - 1, 0);
+  const idempotentOk = !NON_IDEMPOTENT_METHODS.has(String(method).toUpperCase()) || lists(policy, 'non_idempotent');
+  if (reply.kind === 'response') {
+    const s = reply.status;
+    // a listed status counts only if another attempt will really happen: budget left after this one
+    if (RETRIED_STATUSES.has(s) && tries > 1 && lists(policy, `http_${s}`) && idempotentOk) {
+      const state = s === 403 || s === 404 ? 'NEXT' : 'FAILED';
+      return { state, givenBack: false, retry: true, upstreamStatus: s, clientStatus: null, tries: after };
+    }
+    return { state: 'OK', givenBack: false, retry: false, upstreamStatus: s, clientStatus: s, tries: after };
+  }
+  if (!['error', 'timeout', 'invalid_header'].includes(reply.kind)) throw new Error(`unknown kind ${reply.kind}`);
+  const givenBack = reply.cached && reply.kind === 'error'; // a timeout on a cached connection is not given back
+  if (givenBack) after += 1;
+  const status = reply.kind === 'timeout' ? 504 : 502;
+  const retry = after > 0 && lists(policy, reply.kind) && (!reply.sent || idempotentOk);
+  const clientStatus = retry ? null : status;
+  return { state: 'FAILED', givenBack, retry, upstreamStatus: status, clientStatus, tries: after };
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // §2.2, §3.4, §4, §5: a single nginx worker with its peer state.
 
 const BUSY = Symbol('BUSY');
@@ -217,6 +300,7 @@ class Worker {
       failTimeout: d.failTimeout ?? 10,
       maxConns: d.maxConns ?? 0,
       refuses: !!d.refuses,
+      answer: d.answer ?? null, // failure groups (§5.1): what it answers when it does not refuse; null: 200
       effectiveWeight: d.weight ?? 1,
       currentWeight: 0,
       fails: 0,
@@ -234,6 +318,9 @@ class Worker {
       this.backup = null;
     }
     if (method === 'consistent') this.ring = opts.ring ?? new Ring(primary);
+    // keepalive (§5.1): per address, whether this worker holds a cached connection to it (only stale_keepalive
+    // peers are tracked: a cached connection to any other peer answers as a new one would)
+    this.cached = new Map();
   }
 
   // -- peer tests (§3.4 step 4) --
@@ -337,15 +424,14 @@ class Worker {
     }
   }
 
-  /** §5 free after an attempt. */
-  free(req, p, failed) {
+  /** §5 free after an attempt, with state 'FAILED', 'NEXT' or 'OK'; the budget is decide()'s. */
+  free(req, p, state) {
     if (req.list.single) {
       p.fails = 0;
       p.conns -= 1;
-      req.tries = 0;
       return;
     }
-    if (failed) {
+    if (state === 'FAILED') {
       p.fails += 1;
       p.accessed = p.checked = this.now;
       if (p.maxFails > 0) {
@@ -356,21 +442,48 @@ class Worker {
       p.fails = 0;
     }
     p.conns -= 1;
-    if (req.tries > 0) req.tries -= 1;
+  }
+
+  /** What an attempt at peer p meets; a stale_keepalive peer depends on the worker's cached connection. */
+  reply(p, answer) {
+    if (answer === 'stale_keepalive') {
+      if (this.cached.get(p.address)) {
+        this.cached.set(p.address, false);
+        return Reply.STALE_CACHED;
+      }
+      this.cached.set(p.address, true);
+      return Reply.response(200);
+    }
+    return replyOf(answer);
   }
 
   /**
-   * One request. Returns { attempts: [address], servers: [server], outcome, status }.
-   * Peers with `refuses` fail every connection; all others answer.
+   * One request with `proxy_next_upstream error timeout`. Returns { attempts: [address], servers: [server],
+   * outcome, status, upstreamStatuses }. Peers with `refuses` fail every connection; all others answer 200.
    */
   request(key) {
+    return this.run(key, { answer: (p) => (p.refuses ? 'refused' : null) });
+  }
+
+  /**
+   * One request under §5.1. opts: policy (policyOf(); default `error timeout`), method ('GET'), now (the
+   * worker's clock for this request; default the worker's), answer(peer) (one of ANSWERS or null for 200;
+   * default the peer's own `refuses`/`answer`). Every attempt is judged by decide().
+   */
+  run(key, opts = {}) {
+    const policy = opts.policy ?? DEFAULT_POLICY;
+    const method = opts.method ?? 'GET';
+    const answer = opts.answer ?? ((p) => (p.refuses ? 'refused' : p.answer));
+    if (opts.now !== undefined) this.now = opts.now;
     const keyBytes = toBytes(key);
     const budgetOf = (l) => (l ? (this.rules.downOutOfBudget ? l.tries : l.number) : 0);
+    let tries = budgetOf(this.primary) + budgetOf(this.backup);
+    if (policy.tries > 0 && policy.tries < tries) tries = policy.tries; // proxy_next_upstream_tries (§5)
     const req = {
       key: keyBytes,
       list: this.primary,
       tried: new Array(this.primary.number).fill(false),
-      tries: budgetOf(this.primary) + budgetOf(this.backup),
+      tries,
       misses: 0,
       index: 0,
       sum: 0,
@@ -384,14 +497,24 @@ class Worker {
     }
     const attempts = [];
     const servers = [];
+    const upstreamStatuses = [];
     for (;;) {
       const p = this.method === 'consistent' ? this.getConsistent(req) : this.getPlain(req);
-      if (p === BUSY) return { attempts, servers, outcome: 'noLiveUpstreams', status: 502 };
+      if (p === BUSY) {
+        upstreamStatuses.push('502'); // the peerless last attempt of "no live upstreams"
+        return { attempts, servers, outcome: 'noLiveUpstreams', status: 502, upstreamStatuses };
+      }
       attempts.push(p.address);
       servers.push(p.server);
-      this.free(req, p, p.refuses);
-      if (!p.refuses) return { attempts, servers, outcome: 'answered', status: 200 };
-      if (req.tries === 0) return { attempts, servers, outcome: 'failed', status: 502 };
+      const reply = this.reply(p, answer(p));
+      const d = decide(reply, policy, method, req.tries, req.list.single);
+      this.free(req, p, d.state);
+      req.tries = d.tries;
+      upstreamStatuses.push(String(d.upstreamStatus));
+      if (!d.retry) {
+        const outcome = reply.kind === 'response' ? 'answered' : 'failed';
+        return { attempts, servers, outcome, status: d.clientStatus, upstreamStatuses };
+      }
     }
   }
 }
@@ -411,4 +534,12 @@ module.exports = {
   rulesId,
   Worker,
   BUSY,
+  NEXT_UPSTREAM_WORDS,
+  RETRIED_STATUSES,
+  policyOf,
+  DEFAULT_POLICY,
+  Reply,
+  ANSWERS,
+  replyOf,
+  decide,
 };

@@ -7,7 +7,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { crc32, Ring, Worker, rulesFor, rulesId } = require('./nginx_hash');
+const { crc32, Ring, Worker, rulesFor, rulesId, policyOf, DEFAULT_POLICY, ANSWERS } = require('./nginx_hash');
 
 const NOW = 1_000_000_000;
 
@@ -25,6 +25,23 @@ function vectorFiles(args) {
     }
   }
   return files;
+}
+
+/** A failure group's policy (§5.1); nginx's default `error timeout` elsewhere. Throws for what is not modelled. */
+function groupPolicy(g) {
+  if (g.policy === undefined || g.policy === null) return DEFAULT_POLICY;
+  const words = g.policy.nextUpstream;
+  if (!Array.isArray(words) || words.length === 0) throw new Error('policy.nextUpstream is not a list of words');
+  return policyOf(words, g.policy.tries ?? 0);
+}
+
+/** Throws for a peer answer this port does not model. */
+function checkAnswers(g) {
+  for (const p of g.peers) {
+    if (p.answer !== undefined && p.answer !== null && (p.answer === 'refused' || !ANSWERS.has(p.answer))) {
+      throw new Error(`peer answer ${JSON.stringify(p.answer)} is not modelled`);
+    }
+  }
 }
 
 function show(list, outcome) {
@@ -85,6 +102,16 @@ function main() {
           skipped += g.tests.length;
           continue;
         }
+        // failure groups (§5.1): a policy word or a peer answer this port does not know
+        let policy;
+        try {
+          policy = groupPolicy(g);
+          checkAnswers(g);
+        } catch (e) {
+          console.log(`SKIP ${where}: ${e.message}`);
+          skipped += g.tests.length;
+          continue;
+        }
         const ring = g.method === 'consistent' ? new Ring(g.peers.filter((p) => !p.backup)) : undefined;
         // results[testIndex][model] = result
         const results = g.tests.map(() => []);
@@ -95,7 +122,10 @@ function main() {
               worker = new Worker(g.peers, g.method, m.rules, { ring, now: NOW });
             }
             const key = Buffer.from(t.keyHex, 'hex');
-            results[ti].push({ versions: m.versions, got: worker.request(key) });
+            const clock = t.clock ?? 0;
+            if (!Number.isInteger(clock) || clock < 0) throw new Error(`bad clock ${clock}`);
+            const got = worker.run(key, { policy, method: t.requestMethod ?? 'GET', now: NOW + clock });
+            results[ti].push({ versions: m.versions, got });
           });
         }
         g.tests.forEach((t, ti) => {
@@ -108,10 +138,17 @@ function main() {
               JSON.stringify(got.attempts) === JSON.stringify(t.attempts) &&
               JSON.stringify(got.servers) === JSON.stringify(t.servers) &&
               got.outcome === t.outcome &&
-              got.status === t.status;
+              got.status === t.status &&
+              (t.upstreamStatuses === undefined ||
+                JSON.stringify(got.upstreamStatuses) === JSON.stringify(t.upstreamStatuses));
             if (!same) {
               problems.push(
                 `expected ${show(t.attempts, t.outcome)} got ${show(got.attempts, got.outcome)}` +
+                  ` (status expected ${t.status} got ${got.status}` +
+                  (t.upstreamStatuses === undefined
+                    ? ')'
+                    : `, upstreamStatuses expected ${JSON.stringify(t.upstreamStatuses)}` +
+                      ` got ${JSON.stringify(got.upstreamStatuses)})`) +
                   ` (servers expected ${JSON.stringify(t.servers)} got ${JSON.stringify(got.servers)};` +
                   ` rules of ${versions.join('+')})`,
               );

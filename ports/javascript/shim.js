@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 'use strict';
-// The JavaScript port behind the shim protocol (ports/SHIM.md, version 1): JSON lines on stdin, one answer per
-// line on stdout.
+// The JavaScript port behind the shim protocol (ports/SHIM.md, versions 1 and 2): JSON lines on stdin, one answer
+// per line on stdout.
 //
 //   nginx-ketama replay-vectors --shim "node ports/javascript/shim.js"
 //   nginx-ketama verify --backend local --shim "node ports/javascript/shim.js"
@@ -9,12 +9,15 @@
 // `upstream` builds the port's Worker (nginx_hash.js) from the message's peers, the same shape as a vector
 // group's; `request` runs one request on it, the peers with `refuses` failing; `reset` starts a fresh Worker.
 // A version the port does not model is answered {"unsupported": ...}; an unknown op or a malformed message
-// {"error": ...}. Exits 0 when stdin ends.
+// {"error": ...}. Exits 0 when stdin ends. Protocol 2 (failure kinds, docs/nginx-algorithm.md §5.1): the
+// upstream carries a `policy` and peer `answer`s, a request its `method` and optional `now`, and the answer
+// `status` and `upstreamStatuses`.
 
 const readline = require('readline');
-const { Ring, Worker, rulesFor } = require('./nginx_hash');
+const { Ring, Worker, rulesFor, policyOf, DEFAULT_POLICY, ANSWERS } = require('./nginx_hash');
 
-const PROTOCOL = 1;
+const PROTOCOLS = [1, 2];
+const NEEDS_2 = 'failure kinds (a policy or peer answers) need shim protocol 2, and this upstream says protocol 1';
 const NOW = 1_000_000_000;
 
 class Unsupported extends Error {}
@@ -36,8 +39,9 @@ function checkPeers(peers) {
 
 /** A fresh-worker factory for an `upstream` message. */
 function upstreamOf(msg) {
-  if ((msg.protocol ?? PROTOCOL) !== PROTOCOL) {
-    throw new Unsupported(`protocol ${JSON.stringify(msg.protocol)} (this shim speaks ${PROTOCOL})`);
+  const protocol = msg.protocol ?? 1;
+  if (!PROTOCOLS.includes(protocol)) {
+    throw new Unsupported(`protocol ${JSON.stringify(msg.protocol)} (this shim speaks 1 and 2)`);
   }
   if (msg.method !== 'consistent' && msg.method !== 'plain') {
     throw new Error(`unknown method ${JSON.stringify(msg.method)}`);
@@ -48,12 +52,30 @@ function upstreamOf(msg) {
   const now = msg.now ?? NOW;
   if (!Number.isInteger(now)) throw new Error(`now is not an integer: ${now}`);
   checkPeers(msg.peers);
+  const hasPolicy = msg.policy !== undefined && msg.policy !== null;
+  if (protocol === 1 && hasPolicy) throw new Unsupported(NEEDS_2);
+  if (protocol === 2 && !hasPolicy) throw new Error('a protocol-2 upstream without policy');
+  let policy = DEFAULT_POLICY;
+  if (protocol === 2) {
+    const words = msg.policy.nextUpstream;
+    if (!Array.isArray(words) || words.length === 0) throw new Error('policy.nextUpstream is not a list of words');
+    policy = policyOf(words, msg.policy.tries ?? 0);
+  }
+  for (const p of msg.peers) {
+    if (p.answer === undefined || p.answer === null) continue;
+    if (protocol === 1) throw new Unsupported(NEEDS_2);
+    if (p.answer === 'refused' || !ANSWERS.has(p.answer)) {
+      throw new Unsupported(`peer answer ${JSON.stringify(p.answer)} is not modelled`);
+    }
+  }
   const ring = msg.method === 'consistent' ? new Ring(msg.peers.filter((p) => !p.backup)) : undefined;
-  return () => new Worker(msg.peers, msg.method, rules, { ring, now });
+  const fresh = () => new Worker(msg.peers, msg.method, rules, { ring, now });
+  return { fresh, protocol, policy, now };
 }
 
 let fresh = null; // () => Worker for the current upstream
 let worker = null;
+let current = null; // { protocol, policy, now } of the current upstream
 
 function answer(msg) {
   if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
@@ -64,7 +86,8 @@ function answer(msg) {
       fresh = null;
       worker = null;
       try {
-        fresh = upstreamOf(msg);
+        current = upstreamOf(msg);
+        fresh = current.fresh;
         worker = fresh();
       } catch (e) {
         fresh = null;
@@ -78,13 +101,22 @@ function answer(msg) {
         return { error: `bad keyHex ${JSON.stringify(hex)}` };
       }
       let out;
+      const method = msg.method ?? 'GET';
+      if (typeof method !== 'string' || method === '') return { error: `bad method ${JSON.stringify(method)}` };
+      const now = msg.now ?? current.now;
+      if (!Number.isInteger(now)) return { error: `now is not an integer: ${JSON.stringify(now)}` };
       try {
-        out = worker.request(Buffer.from(hex, 'hex'));
+        out =
+          current.protocol === 1
+            ? worker.request(Buffer.from(hex, 'hex'))
+            : worker.run(Buffer.from(hex, 'hex'), { policy: current.policy, method, now });
       } catch (e) {
         // the port throws "... is not modelled" for what it cannot model (the empty key before 1.17.1)
         return /not modelled/.test(e.message) ? { unsupported: e.message } : { error: e.message };
       }
-      return { attempts: out.attempts, outcome: out.outcome };
+      if (current.protocol === 1) return { attempts: out.attempts, outcome: out.outcome };
+      const { attempts, outcome, status, upstreamStatuses } = out;
+      return { attempts, outcome, status, upstreamStatuses };
     }
     case 'reset':
       if (!fresh) return { error: 'reset before a (supported) upstream' };

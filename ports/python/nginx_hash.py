@@ -2,7 +2,8 @@
 
 Follows the project's description of the algorithm, docs/nginx-algorithm.md (the § numbers below are its
 sections): CRC32 (§1), the peer lists (§2), the ketama ring and its lookup and per-request walk (§3), the plain
-Cache::Memcached rehash (§4), and the round-robin fallback with failure accounting (§5). Standard library only.
+Cache::Memcached rehash (§4), the round-robin fallback with failure accounting (§5), and what each kind of attempt
+does (§5.1: :class:`Policy`, :class:`Reply`, :func:`decide`, :meth:`Worker.run`). Standard library only.
 
 The pure functions (:func:`ring_points`, :class:`Ring`, :func:`plain_hashes`, :func:`slot_owner`) answer "who owns
 this key" on a healthy upstream; :class:`Worker` simulates one nginx worker process request by request, with the
@@ -153,6 +154,126 @@ class Rules:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# §5.1 What each kind of attempt does: the retry policy and the rule for one attempt
+
+NEXT_UPSTREAM_WORDS = frozenset({"error", "timeout", "invalid_header", "http_500", "http_502", "http_503", "http_504",
+                                 "http_403", "http_404", "http_429", "non_idempotent", "updating", "off"})
+RETRIED_STATUSES = frozenset({500, 502, 503, 504, 403, 404, 429})  # the statuses proxy_next_upstream can list
+NON_IDEMPOTENT_METHODS = frozenset({"POST", "LOCK", "PATCH"})
+
+
+@dataclass(frozen=True)
+class Policy:
+    """``proxy_next_upstream`` (its words, any case; ``off`` anywhere makes it ``off`` alone) and
+    ``proxy_next_upstream_tries`` (0: no cap). ``proxy_next_upstream_timeout`` is not modelled (0, none), and the
+    request body is buffered (the default)."""
+
+    next_upstream: frozenset = frozenset({"error", "timeout"})  # nginx's default
+    tries: int = 0
+
+    @staticmethod
+    def of(words: Iterable[str], tries: int = 0) -> "Policy":
+        ws = frozenset(w.lower() for w in words)
+        unknown = ws - NEXT_UPSTREAM_WORDS
+        if unknown:
+            raise ValueError(f"unknown proxy_next_upstream value(s) {sorted(unknown)}")
+        if tries < 0:
+            raise ValueError(f"negative proxy_next_upstream_tries {tries}")
+        return Policy(frozenset({"off"}) if "off" in ws else ws, tries)
+
+    def lists(self, condition: str) -> bool:
+        return "off" not in self.next_upstream and condition in self.next_upstream
+
+
+DEFAULT_POLICY = Policy()
+
+# Reply kinds: the failure kinds of ngx_http_upstream_next(), and a response with a status
+ERROR, TIMEOUT, INVALID_HEADER, RESPONSE = "error", "timeout", "invalid_header", "response"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What one attempt met: ``kind`` (error, timeout, invalid_header, or a response with ``status``), whether the
+    request had been sent ("request sent", §5.1) and whether the attempt ran on a cached keepalive connection."""
+
+    kind: str
+    status: int = 0
+    sent: bool = True
+    cached: bool = False
+
+
+def response(status: int) -> Reply:
+    return Reply(RESPONSE, status)
+
+
+REFUSED = Reply(ERROR, sent=False)  # connection refused
+CONNECT_TIMEOUT = Reply(TIMEOUT, sent=False)
+CLOSED = Reply(ERROR)  # closed or reset before the header
+READ_TIMEOUT = Reply(TIMEOUT)  # read or send timeout
+BAD_HEADER = Reply(INVALID_HEADER)
+STALE_CACHED = Reply(ERROR, cached=True)  # error on a cached keepalive connection
+
+# A peer's answer as the failure vectors name it (peers[i].answer), plus "refused" for `refuses`
+REFUSED_ANSWER, STALE_KEEPALIVE = "refused", "stale_keepalive"
+ANSWERS = frozenset({REFUSED_ANSWER, "timeout", "invalid_header", STALE_KEEPALIVE}
+                    | {f"http_{s}" for s in RETRIED_STATUSES})
+
+
+def reply_of(answer: str | None) -> Reply:
+    """The Reply of an answer (not stale_keepalive, which depends on the worker's cached connections)."""
+    if answer is None:
+        return response(200)
+    if answer == REFUSED_ANSWER:
+        return REFUSED
+    if answer == "timeout":
+        return READ_TIMEOUT
+    if answer == "invalid_header":
+        return BAD_HEADER
+    if answer in ANSWERS and answer.startswith("http_"):
+        return response(int(answer[5:]))
+    raise ValueError(f"unknown peer answer {answer!r}")
+
+
+def peer_answer(peer: "Peer") -> str | None:
+    return REFUSED_ANSWER if peer.refuses else peer.answer
+
+
+# the state an attempt's peer is freed with (ngx_http_upstream_free_round_robin_peer)
+FAILED, NEXT, OK = "FAILED", "NEXT", "OK"
+
+
+@dataclass(frozen=True)
+class Decision:
+    state: str  # FAILED, NEXT or OK (success, state 0)
+    given_back: bool  # the attempt does not count against the budget (an error on a cached connection)
+    retry: bool  # the request moves on to another get()
+    upstream_status: int  # this attempt's entry in $upstream_status
+    client_status: int | None  # what the client gets when the request ends here (None when retried)
+    tries: int  # pc.tries after the free (and the give-back)
+
+
+def decide(reply: Reply, policy: Policy, method: str, tries: int, single: bool = False) -> Decision:
+    """Algorithm §5.1 for one attempt. ``tries``: pc.tries before this attempt is freed; ``single``: the current
+    list is nginx's ``single`` list (whose free sets pc.tries to 0, §5)."""
+    after = 0 if single else max(tries - 1, 0)
+    idempotent_ok = method.upper() not in NON_IDEMPOTENT_METHODS or policy.lists("non_idempotent")
+    if reply.kind == RESPONSE:
+        s = reply.status
+        # a listed status counts only if another attempt will really happen: budget left after this one
+        if s in RETRIED_STATUSES and tries > 1 and policy.lists(f"http_{s}") and idempotent_ok:
+            return Decision(NEXT if s in (403, 404) else FAILED, False, True, s, None, after)
+        return Decision(OK, False, False, s, s, after)
+    if reply.kind not in (ERROR, TIMEOUT, INVALID_HEADER):
+        raise ValueError(f"unknown reply kind {reply.kind!r}")
+    given_back = reply.cached and reply.kind == ERROR  # a timeout on a cached connection is not given back
+    if given_back:
+        after += 1
+    status = 504 if reply.kind == TIMEOUT else 502
+    retry = after > 0 and policy.lists(reply.kind) and (not reply.sent or idempotent_ok)
+    return Decision(FAILED, given_back, retry, status, None if retry else status, after)
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Upstream and worker simulator (§2, §3.4, §4, §5)
 
 
@@ -165,7 +286,8 @@ class Peer:
     fail_timeout: int = 10
     max_conns: int = 0
     down: bool = False
-    refuses: bool = False  # connecting fails (replay input, not nginx config)
+    refuses: bool = False  # connecting fails (replay input, not nginx configuration)
+    answer: str | None = None  # what the peer answers when it does not refuse (§5.1; None: 200 OK), see ANSWERS
 
 
 @dataclass
@@ -208,10 +330,8 @@ class Outcome:
     attempts: list[Peer]
     outcome: str  # "answered" | "failed" | "noLiveUpstreams"
     round_robin: bool = False  # some pick (or the final BUSY) came from the round-robin code
-
-    @property
-    def status(self) -> int:
-        return 200 if self.outcome == "answered" else 502
+    status: int = 0  # the status the client got
+    upstream_statuses: list[str] = field(default_factory=list)  # $upstream_status split on ", "
 
 
 @dataclass
@@ -233,28 +353,61 @@ class Worker:
     def __init__(self, upstream: Upstream):
         self.up = upstream
         self.states = [[_State(effective_weight=p.weight) for p in lst] for lst in upstream.lists]
+        # keepalive (§5.1): per address, whether this worker holds a cached connection to it (only stale_keepalive
+        # peers are tracked: a cached connection to any other peer answers as a new one would)
+        self.cached: dict[str, bool] = {}
 
     def request(self, key: bytes, now: int, fails: Callable[[Peer], bool] = lambda p: p.refuses) -> Outcome:
-        """One request with ``proxy_next_upstream error``: pick, connect, retry until success, budget or BUSY."""
+        """One request with ``proxy_next_upstream error``: pick, connect, retry until success, budget or BUSY.
+
+        ``fails(peer)``: that peer's connection is refused; every other peer answers 200.
+        """
+        return self.run(key, now, answer=lambda p: REFUSED_ANSWER if fails(p) else None)
+
+    def run(self, key: bytes, now: int, policy: Policy = DEFAULT_POLICY, method: str = "GET",
+            answer: Callable[[Peer], str | None] | None = None) -> Outcome:
+        """One request under ``policy`` (§5.1) with the request ``method``, at clock ``now``.
+
+        ``answer(peer)`` names what that peer does (one of ANSWERS, or None for 200 OK); by default the peer's own
+        ``refuses`` and ``answer`` fields. Every attempt is judged by :func:`decide`.
+        """
         up = self.up
+        if answer is None:
+            answer = peer_answer
         point = 0
         if up.ring is not None and len(up.ring):
             point = up.ring.locate(crc32(key))
-        req = _Request(key=key, li=0, tried=[False] * max(len(l) for l in up.lists), point=point,
-                       budget=up.budget())
+        budget = up.budget()
+        if policy.tries and policy.tries < budget:
+            budget = policy.tries  # proxy_next_upstream_tries, applied once at the start (§5)
+        req = _Request(key=key, li=0, tried=[False] * max(len(l) for l in up.lists), point=point, budget=budget)
         attempts: list[Peer] = []
+        statuses: list[str] = []
         while True:
             i = self._get(req, now)
             if i is None:
-                return Outcome(attempts, "noLiveUpstreams", req.round_robin)
+                statuses.append("502")  # the peerless last attempt of "no live upstreams"
+                return Outcome(attempts, "noLiveUpstreams", req.round_robin, 502, statuses)
             peer = up.lists[req.li][i]
             attempts.append(peer)
-            failed = fails(peer)
-            self._free(req, i, failed, now)
-            if not failed:
-                return Outcome(attempts, "answered", req.round_robin)
-            if req.budget == 0:
-                return Outcome(attempts, "failed", req.round_robin)
+            reply = self._reply(peer, answer(peer))
+            d = decide(reply, policy, method, req.budget, up.single(req.li))
+            self._free(req, i, d.state, now)
+            req.budget = d.tries
+            statuses.append(str(d.upstream_status))
+            if not d.retry:
+                outcome = "answered" if reply.kind == RESPONSE else "failed"
+                return Outcome(attempts, outcome, req.round_robin, d.client_status, statuses)
+
+    def _reply(self, peer: Peer, answer: str | None) -> Reply:
+        """What an attempt at ``peer`` meets; a ``stale_keepalive`` peer depends on the worker's cached connection."""
+        if answer == STALE_KEEPALIVE:
+            if self.cached.get(peer.address, False):
+                self.cached[peer.address] = False
+                return STALE_CACHED
+            self.cached[peer.address] = True
+            return response(200)
+        return reply_of(answer)
 
     # -- get ----------------------------------------------------------------------------------------------------
 
@@ -361,15 +514,15 @@ class Worker:
 
     # -- free ---------------------------------------------------------------------------------------------------
 
-    def _free(self, req: _Request, i: int, failed: bool, now: int) -> None:
+    def _free(self, req: _Request, i: int, state: str, now: int) -> None:
+        """ngx_http_upstream_free_round_robin_peer with ``state`` FAILED, NEXT or OK (§5); the budget is decide()'s."""
         peer = self.up.lists[req.li][i]
         st = self.states[req.li][i]
         if self.up.single(req.li):
             st.fails = 0
             st.conns -= 1
-            req.budget = 0
             return
-        if failed:
+        if state == FAILED:
             st.fails += 1
             st.accessed = st.checked = now
             if peer.max_fails:
@@ -377,5 +530,3 @@ class Worker:
         elif st.accessed < st.checked:
             st.fails = 0
         st.conns -= 1
-        if req.budget > 0:
-            req.budget -= 1

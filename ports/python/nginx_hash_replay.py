@@ -7,6 +7,10 @@ Without arguments the vectors are looked for in ``vectors/v1`` of the repository
 checkout), else in ``vectors/v1`` under the current directory or its nearest parent that has one (an installed
 ``replay`` run from anywhere inside a checkout).
 
+Failure groups (those with a ``policy``, algorithm §5.1) run each test under the group's policy with its
+``requestMethod``, at ``NOW + clock``, each peer doing what its ``answer`` says; ``status`` and ``upstreamStatuses``
+are compared too. A group with a policy word or peer answer the port does not know is a SKIP.
+
 Prints one line per failing test and a closing line ``N passed, M failed[, K skipped]``. Exits non-zero if any
 test failed, a file could not be read, or no test ran at all.
 """
@@ -20,7 +24,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from nginx_hash import Peer, Rules, Upstream, Worker, crc32, parse_version  # noqa: E402
+from nginx_hash import (  # noqa: E402
+    ANSWERS, DEFAULT_POLICY, Peer, Policy, Rules, Upstream, Worker, crc32, parse_version)
 
 NOW = 1_000_000_000  # one constant clock for every request (vectors with max_fails>0 use fail_timeout 3600)
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,6 +84,36 @@ def group_rules(group: dict) -> list[Rules]:
     return out
 
 
+def peer_answer_field(p: dict) -> str | None:
+    """A peer's ``answer`` (failure groups, §5.1): absent is 200 OK; one this port does not know: ValueError."""
+    a = p.get("answer")
+    if a is not None and (not isinstance(a, str) or a == "refused" or a not in ANSWERS):
+        raise ValueError(f"peer answer {a!r} is not modelled")
+    return a
+
+
+def group_policy(group: dict) -> Policy:
+    """A failure group's ``policy`` (proxy_next_upstream words and tries); nginx's default elsewhere."""
+    pol = group.get("policy")
+    if pol is None:
+        return DEFAULT_POLICY
+    words = pol.get("nextUpstream")
+    tries = pol.get("tries", 0)
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words) or not words:
+        raise ValueError(f"policy.nextUpstream is not a list of words: {words!r}")
+    if not isinstance(tries, int) or isinstance(tries, bool):
+        raise ValueError(f"policy.tries is not an integer: {tries!r}")
+    return Policy.of(words, tries)
+
+
+def test_clock(t: dict) -> int:
+    """The worker's clock at this test: one value, or T0 + ``clock`` in groups where the clock advances."""
+    clock = t.get("clock", 0)
+    if not isinstance(clock, int) or isinstance(clock, bool) or clock < 0:
+        raise ValueError(f"clock is not a non-negative integer: {clock!r}")
+    return NOW + clock
+
+
 def build_upstream(group: dict, rules: Rules) -> Upstream:
     primary, backup = [], []
     for p in group["peers"]:
@@ -91,6 +126,7 @@ def build_upstream(group: dict, rules: Rules) -> Upstream:
             max_conns=int(p.get("maxConns", 0)),
             down=bool(p.get("down", False)),
             refuses=bool(p.get("refuses", False)),
+            answer=peer_answer_field(p),
         )
         (backup if p.get("backup") else primary).append(peer)
     return Upstream(group["method"], primary, backup, rules)
@@ -113,6 +149,8 @@ def check(t: dict, out, key: bytes) -> str | None:
             problems.append(f"servers expected {t['servers']} got {got_servers}")
     if "status" in t and t["status"] != out.status:
         problems.append(f"status expected {t['status']} got {out.status}")
+    if "upstreamStatuses" in t and list(t["upstreamStatuses"]) != out.upstream_statuses:
+        problems.append(f"upstreamStatuses expected {t['upstreamStatuses']} got {out.upstream_statuses}")
     if t.get("crc32") is not None and int(t["crc32"], 16) != crc32(key):
         problems.append(f"crc32 expected {t['crc32']} got {crc32(key):08x}")
     return "; ".join(problems) or None
@@ -121,6 +159,7 @@ def check(t: dict, out, key: bytes) -> str | None:
 def replay_group(name: str, group: dict) -> tuple[int, int]:
     tests = sorted(group.get("tests", []), key=lambda t: t["tcId"])
     stateful = bool(group.get("stateful", False))
+    policy = group_policy(group)
     failures: dict[int, list[str]] = {}
     for rules in group_rules(group):
         up = build_upstream(group, rules)
@@ -128,7 +167,8 @@ def replay_group(name: str, group: dict) -> tuple[int, int]:
         for t in tests:
             key = test_key(t)
             worker = shared if stateful else Worker(up)
-            problem = check(t, worker.request(key, NOW), key)
+            method = t.get("requestMethod", "GET")
+            problem = check(t, worker.run(key, test_clock(t), policy, method), key)
             if problem:
                 failures.setdefault(t["tcId"], []).append(problem + ("" if len(group_rules(group)) == 1 else
                                                                      f" (model {rules})"))
@@ -165,6 +205,10 @@ def main(argv: list[str]) -> int:
                 # This port sorts ring points stably (glibc's rule); groups recorded only on musl need musl's.
                 if "glibc" not in group.get("libc", ["glibc"]):
                     raise ValueError("needs musl's tie rule (docs/nginx-algorithm.md §3.2); this port models glibc")
+                # failure groups (§5.1): a policy word or a peer answer this port does not know
+                group_policy(group)
+                for p in group.get("peers", []):
+                    peer_answer_field(p)
             except ValueError as e:
                 print(f"SKIP {name}: {e}")
                 skipped += len(group.get("tests", []))

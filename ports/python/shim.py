@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""The Python port behind the shim protocol (ports/SHIM.md, version 1): JSON lines on stdin, one answer per line.
+"""The Python port behind the shim protocol (ports/SHIM.md, versions 1 and 2): JSON lines on stdin, one answer per line.
 
     nginx-ketama replay-vectors --shim "python3 ports/python/shim.py"
     nginx-ketama verify --backend local --shim "python3 ports/python/shim.py"
 
 An ``upstream`` message builds the port's Upstream (with the same peer parsing as the vector replay) and a fresh
 Worker; ``request`` runs one request on it, the peers with ``refuses`` failing; ``reset`` starts a fresh Worker.
+Protocol 2 (failure kinds, algorithm §5.1): the upstream carries a ``policy`` and peer ``answer``s, a request its
+``method`` and optional ``now``, and the answer ``status`` and ``upstreamStatuses``.
 A version the port does not model is answered ``{"unsupported": ...}``; an unknown op or a malformed message
 ``{"error": ...}``. Exits 0 when stdin ends.
 """
@@ -18,10 +20,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from nginx_hash import Rules, Upstream, Worker, parse_version  # noqa: E402
-from nginx_hash_replay import NOW, build_upstream  # noqa: E402
+from nginx_hash import ANSWERS, DEFAULT_POLICY, Rules, Upstream, Worker, parse_version  # noqa: E402
+from nginx_hash_replay import NOW, build_upstream, group_policy  # noqa: E402
 
-PROTOCOL = 1
+PROTOCOLS = (1, 2)
+NEEDS_2 = "failure kinds (a policy or peer answers) need shim protocol 2, and this upstream says protocol 1"
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
@@ -29,10 +32,19 @@ class Unsupported(Exception):
     """The port does not model this upstream."""
 
 
-def upstream_of(msg: dict) -> tuple[Upstream, int]:
-    """The port's upstream for an ``upstream`` message, and the clock; Unsupported or ValueError/KeyError/TypeError."""
-    if msg.get("protocol", PROTOCOL) != PROTOCOL:
-        raise Unsupported(f"protocol {msg.get('protocol')!r} (this shim speaks {PROTOCOL})")
+def is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def upstream_of(msg: dict):
+    """The port's upstream for an ``upstream`` message, the clock, the protocol and the policy; Unsupported or
+    ValueError/KeyError/TypeError."""
+    protocol = msg.get("protocol", 1)
+    if not is_int(protocol) or protocol not in PROTOCOLS:
+        raise Unsupported(f"protocol {protocol!r} (this shim speaks 1 and 2)")
+    if protocol == 1 and (msg.get("policy") is not None or any(
+            isinstance(p, dict) and p.get("answer") is not None for p in msg.get("peers") or [])):
+        raise Unsupported(NEEDS_2)
     if msg.get("method") not in (Upstream.CONSISTENT, Upstream.PLAIN):
         raise ValueError(f"unknown method {msg.get('method')!r}")
     version = msg.get("version")
@@ -48,10 +60,17 @@ def upstream_of(msg: dict) -> tuple[Upstream, int]:
     if not isinstance(msg.get("peers"), list):
         raise ValueError("no peers")
     now = msg.get("now", NOW)
-    if not isinstance(now, int) or isinstance(now, bool):
+    if not is_int(now):
         raise ValueError(f"now is not an integer: {now!r}")
-    # the same shape as a vector group: build_upstream reads method and peers
-    return build_upstream(msg, rules), now
+    if protocol == 2 and msg.get("policy") is None:
+        raise ValueError("a protocol-2 upstream without policy")
+    for p in msg["peers"]:
+        a = p.get("answer") if isinstance(p, dict) else None
+        if a is not None and (not isinstance(a, str) or a == "refused" or a not in ANSWERS):
+            raise Unsupported(f"peer answer {a!r} is not modelled")
+    policy = group_policy(msg) if protocol == 2 else DEFAULT_POLICY
+    # the same shape as a vector group: build_upstream reads method and peers (and their answers)
+    return build_upstream(msg, rules), now, protocol, policy
 
 
 def answer(msg, state: dict) -> dict:
@@ -61,12 +80,12 @@ def answer(msg, state: dict) -> dict:
     if op == "upstream":
         state.clear()
         try:
-            up, now = upstream_of(msg)
+            up, now, protocol, policy = upstream_of(msg)
         except Unsupported as e:
             return {"unsupported": str(e)}
         except (KeyError, ValueError, TypeError, AttributeError) as e:
             return {"error": f"bad upstream: {e!r}"}
-        state.update(upstream=up, now=now, worker=Worker(up))
+        state.update(upstream=up, now=now, protocol=protocol, policy=policy, worker=Worker(up))
         return {"ok": True}
     if op == "request":
         if "worker" not in state:
@@ -77,8 +96,18 @@ def answer(msg, state: dict) -> dict:
         if len(hex_key) % 2 or not all(c in HEX_DIGITS for c in hex_key):
             return {"error": f"bad keyHex {hex_key!r}"}
         key = bytes.fromhex(hex_key)
-        out = state["worker"].request(key, state["now"])
-        return {"attempts": [p.address for p in out.attempts], "outcome": out.outcome}
+        if state["protocol"] == 1:
+            out = state["worker"].request(key, state["now"])
+            return {"attempts": [p.address for p in out.attempts], "outcome": out.outcome}
+        method = msg.get("method", "GET")
+        if not isinstance(method, str) or not method:
+            return {"error": f"bad method {method!r}"}
+        now = msg.get("now", state["now"])
+        if not is_int(now):
+            return {"error": f"now is not an integer: {now!r}"}
+        out = state["worker"].run(key, now, state["policy"], method)
+        return {"attempts": [p.address for p in out.attempts], "outcome": out.outcome, "status": out.status,
+                "upstreamStatuses": out.upstream_statuses}
     if op == "reset":
         if "upstream" not in state:
             return {"error": "reset before a (supported) upstream"}

@@ -63,7 +63,9 @@ pub(crate) fn record_vectors(args: RecordVectorsArgs) -> ExitCode {
 
 /// Replays the golden vectors through a shim; exits 0 when all pass, 1 on a failure or a protocol fault (the
 /// shim broke `ports/SHIM.md`), 3 when the replay could not run (a vector file unreadable, no shell, the
-/// shim answering `unsupported`).
+/// shim answering `unsupported` to a protocol-1 group) or proved nothing. Failure groups a shim answers
+/// `unsupported` (protocol 2, to a shim that speaks only protocol 1) are counted as not proven, with the
+/// reason: never passed.
 pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
     if files.is_empty() {
         let dir = golden::vectors_dir();
@@ -74,14 +76,29 @@ pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
             for line in &report.failures {
                 println!("{line}");
             }
-            match report.skipped {
-                0 => println!("{} passed, {} failed", report.passed, report.failed),
-                n => println!(
-                    "{} passed, {} failed, {n} skipped (groups that need musl's tie rule; shims model glibc)",
-                    report.passed, report.failed
-                ),
+            for reason in &report.not_proven_reasons {
+                println!("{reason}");
             }
-            if report.failed == 0 && report.passed > 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+            let mut summary = format!("{} passed, {} failed", report.passed, report.failed);
+            if report.skipped > 0 {
+                summary.push_str(&format!(
+                    ", {} skipped (groups that need musl's tie rule; shims model glibc)",
+                    report.skipped
+                ));
+            }
+            if report.not_proven > 0 {
+                summary.push_str(&format!(
+                    ", {} not proven (failure groups the shim answered unsupported: protocol 2)",
+                    report.not_proven
+                ));
+            }
+            println!("{summary}");
+            match (report.failed, report.passed, report.not_proven) {
+                (0, 1.., _) => ExitCode::SUCCESS,
+                // Nothing proven, nothing failed: the shim answered every group `unsupported`.
+                (0, 0, 1..) => ExitCode::from(3),
+                _ => ExitCode::from(1),
+            }
         }
         Err(e) if nginx_ketama_harness::proofs::shim::ProtocolFault::in_chain(&e) => {
             eprintln!("nginx-ketama: protocol fault: {e:#}");
@@ -96,14 +113,14 @@ pub(crate) fn replay_vectors(shim: &str, mut files: Vec<PathBuf>) -> ExitCode {
 
 /// The reference shim: this library answering the shim protocol on stdin and stdout (a message longer than
 /// [`crate::lines::MAX_SHIM_MESSAGE_BYTES`] is an error, not a process that grows without end).
-pub(crate) fn shim() -> Result<()> {
+pub(crate) fn shim(mutation: Option<nginx_ketama_harness::proofs::shim::ShimMutation>) -> Result<()> {
     let input = crate::lines::BoundedLines::new(
         std::io::stdin().lock(),
         "stdin",
         "a shim message",
         crate::lines::MAX_SHIM_MESSAGE_BYTES,
     );
-    nginx_ketama_harness::proofs::shim::serve(input, crate::stdout::stdout())
+    nginx_ketama_harness::proofs::shim::serve_mutated(input, crate::stdout::stdout(), mutation)
 }
 
 /// Removes what killed runs left behind, printing one line per thing removed.

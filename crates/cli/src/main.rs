@@ -75,7 +75,12 @@ enum Command {
     /// Answer the shim protocol (`ports/SHIM.md`) with this library, on stdin and stdout: the reference
     /// shim, e.g. `nginx-ketama verify --shim "nginx-ketama shim"`.
     #[cfg(feature = "live")]
-    Shim,
+    Shim {
+        /// A test tool: one of nginx's rules changed on purpose (`post-retried`, `no-give-back`,
+        /// `protocol-1`), so that tests can show the proof catches a wrong shim.
+        #[arg(long, hide = true, value_name = "NAME")]
+        mutation: Option<nginx_ketama_harness::proofs::shim::ShimMutation>,
+    },
     /// Print a shell completion script (e.g. `nginx-ketama completions bash > /etc/bash_completion.d/nginx-ketama`).
     Completions {
         /// The shell.
@@ -169,7 +174,7 @@ fn run(command: Command) -> ExitCode {
         #[cfg(feature = "live")]
         Command::ReplayVectors { shim, files } => return flushed(live::replay_vectors(&shim, files)),
         #[cfg(feature = "live")]
-        Command::Shim => live::shim(),
+        Command::Shim { mutation } => live::shim(mutation),
         #[cfg(feature = "live")]
         Command::RecordVectors(args) => return flushed(live::record_vectors(args)),
         #[cfg(feature = "live")]

@@ -290,8 +290,9 @@ fn completions_and_man_page_are_generated() {
     assert!(page.starts_with(".ie") && page.contains(".TH nginx-ketama 1") && page.contains("verify"), "{page}");
 }
 
-/// The golden vectors replayed through a shim: the library behind the protocol passes them all, a wrong
-/// implementation fails with one line per test, and a shim that dies is a protocol fault (exit 1: the
+/// The golden vectors replayed through a shim: the library behind the protocol passes them all (the failure
+/// groups by protocol 2), a wrong implementation fails with one line per test (and, speaking protocol 1
+/// only, leaves the failure groups not proven), and a shim that dies is a protocol fault (exit 1: the
 /// implementation under test failed), not a pass.
 #[test]
 fn vectors_replay_through_a_shim() {
@@ -300,7 +301,7 @@ fn vectors_replay_through_a_shim() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "1972 passed, 0 failed, 485 skipped (groups that need musl's tie rule; shims model glibc)\n"
+        "2769 passed, 0 failed, 485 skipped (groups that need musl's tie rule; shims model glibc)\n"
     );
     let (_file, wrong) = wrong_shim();
     let out = replay(&wrong);
@@ -309,6 +310,15 @@ fn vectors_replay_through_a_shim() {
     let last = text.lines().last().unwrap();
     let failed: usize = last.split(", ").nth(1).unwrap().trim_end_matches(" failed").parse().unwrap();
     assert!(failed > 1000 && text.contains("FAIL ") && last.contains(" failed, 485 skipped"), "{last}");
+    assert!(last.ends_with(", 637 not proven (failure groups the shim answered unsupported: protocol 2)"), "{last}");
+    // The reference shim with one rule changed fails the failure groups recorded from nginx.
+    for mutation in ["no-give-back", "post-retried"] {
+        let out = replay(&format!("{CLI} shim --mutation {mutation}"));
+        assert_eq!(out.status.code(), Some(1), "{mutation}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let last = text.lines().last().unwrap();
+        assert!(!last.starts_with("2769 passed") && last.contains(" failed, 485 skipped"), "{mutation}: {last}");
+    }
     let out = replay("true");
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -460,4 +470,213 @@ fn a_shim_that_ignores_the_end_of_its_input_does_not_outlive_the_run() {
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.contains(" passed, 0 failed"), "{out}");
     assert!(sleepers(&m).is_empty(), "the shim's sleep outlived a passing run");
+}
+
+// ---- Shim protocol 2 (ports/SHIM.md, "Version 2"): failure kinds ----
+
+/// A **protocol test, not a golden vector**: failure groups in the vector format, written by hand. Each group
+/// has one peer, so the hash decides nothing (a `single` list goes to round robin, which returns its only
+/// peer with no `tried` and no failure check: docs/nginx-algorithm.md §5), and each expectation follows from
+/// §5 and §5.1 alone:
+///
+/// * `p2-stale-keepalive` (stateful, the clock advancing): the first request opens a connection (200) and
+///   leaves it cached; the next GET meets it closed — an `error` on a cached connection, given back, so the
+///   single peer is tried again on a new connection (§5.1 item 2): `["502", "200"]`. A POST on a stale
+///   connection was sent, and `non_idempotent` is not listed: not retried, 502 (§5.1 item 3); the next POST
+///   opens a new connection (200).
+/// * `p2-single-502`: a listed 502 is a failure only when `pc.tries > 1`; a single peer's budget is 1, so the
+///   502 is passed to the client (§5.1, statuses).
+/// * `p2-single-timeout` (stateless): a read timeout with no budget left ends the request: 504 (§5.1 item 3).
+fn protocol_2_groups() -> serde_json::Value {
+    let peer = |answer: &str| {
+        serde_json::json!([{"server": "127.0.3.1:9001", "address": "127.0.3.1:9001", "weight": 1, "down": false,
+            "backup": false, "maxFails": 1, "failTimeout": 10, "refuses": false, "answer": answer}])
+    };
+    let group = |name: &str, stateful: bool, words: &[&str], answer: &str, tests: serde_json::Value| {
+        serde_json::json!({"name": name, "method": "consistent", "libc": ["glibc"], "stateful": stateful,
+            "source": {"name": "hand-written protocol test", "versions": ["1.30.6"]},
+            "policy": {"nextUpstream": words, "tries": 0}, "peers": peer(answer), "tests": tests})
+    };
+    let test =
+        |id: u32, method: &str, clock: Option<u32>, attempts: usize, outcome: &str, status: u16, ups: &[&str]| {
+            let mut t = serde_json::json!({"tcId": id, "keyHex": "6b", "requestMethod": method,
+            "attempts": vec!["127.0.3.1:9001"; attempts], "outcome": outcome, "status": status,
+            "upstreamStatuses": ups});
+            if let Some(c) = clock {
+                t["clock"] = c.into();
+            }
+            t
+        };
+    serde_json::json!({"testGroups": [
+        group("p2-stale-keepalive", true, &["error", "timeout"], "stale_keepalive", serde_json::json!([
+            test(1, "GET", Some(0), 1, "answered", 200, &["200"]),
+            test(2, "GET", Some(0), 2, "answered", 200, &["502", "200"]),
+            test(3, "POST", Some(1), 1, "failed", 502, &["502"]),
+            test(4, "POST", Some(1), 1, "answered", 200, &["200"]),
+            test(5, "GET", Some(5), 2, "answered", 200, &["502", "200"]),
+        ])),
+        group("p2-single-502", true, &["error", "timeout", "http_502"], "http_502", serde_json::json!([
+            test(6, "GET", None, 1, "answered", 502, &["502"]),
+            test(7, "POST", None, 1, "answered", 502, &["502"]),
+        ])),
+        group("p2-single-timeout", false, &["error", "timeout", "non_idempotent"], "timeout", serde_json::json!([
+            test(8, "GET", None, 1, "failed", 504, &["504"]),
+            test(9, "POST", None, 1, "failed", 504, &["504"]),
+        ])),
+    ]})
+}
+
+/// [`protocol_2_groups`] in a vector file under `dir`, with `extra` groups after them.
+fn protocol_2_file(dir: &std::path::Path, extra: &[serde_json::Value]) -> std::path::PathBuf {
+    let mut doc = protocol_2_groups();
+    doc["testGroups"].as_array_mut().unwrap().extend(extra.iter().cloned());
+    let file = dir.join(format!("protocol-2-{}.json", extra.len()));
+    std::fs::write(&file, serde_json::to_string(&doc).unwrap()).unwrap();
+    file
+}
+
+/// The reference shim reproduces the hand-written failure groups; with one of nginx's rules changed
+/// (`--mutation`: a stale connection's attempt not given back, `non_idempotent` ignored) it fails exactly
+/// the tests that rule decides.
+#[test]
+fn protocol_2_failure_groups_replay_through_the_reference_shim() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = protocol_2_file(tmp.path(), &[]);
+    let (code, out, err) = replay_bounded_within(&format!("{CLI} shim"), &[&file], "60");
+    assert_eq!((code, out.as_str()), (Some(0), "9 passed, 0 failed\n"), "{err}");
+    let failed_ids = |out: &str| -> Vec<String> {
+        out.lines().filter(|l| l.starts_with("FAIL ")).map(|l| l.split(' ').nth(2).unwrap().to_string()).collect()
+    };
+    let (code, out, err) = replay_bounded_within(&format!("{CLI} shim --mutation no-give-back"), &[&file], "60");
+    assert_eq!(code, Some(1), "{out}{err}");
+    // From tcId 2 on, the cached connection is out of step: every later request of the group differs.
+    assert_eq!(failed_ids(&out), ["tcId=2", "tcId=3", "tcId=4", "tcId=5"], "{out}");
+    let stale = r#"tcId=2 nginx 1.30.6: expected ["127.0.3.1:9001", "127.0.3.1:9001"] answered 200 ["502", "200"], shim ["127.0.3.1:9001"] failed 502 ["502"]"#;
+    assert!(out.contains(stale), "{out}");
+    assert!(out.ends_with("5 passed, 4 failed\n"), "{out}");
+    let (code, out, err) = replay_bounded_within(&format!("{CLI} shim --mutation post-retried"), &[&file], "60");
+    assert_eq!(code, Some(1), "{out}{err}");
+    // The POST retried on a new connection leaves one cached: the next POST meets it stale, and is retried.
+    assert_eq!(failed_ids(&out), ["tcId=3", "tcId=4"], "{out}");
+}
+
+/// A shim that speaks protocol 1 answers a failure group `unsupported`: its tests are not proven, with the
+/// reason — not passed, not failed, no fault; the protocol-1 groups beside them are still replayed. With
+/// nothing else to replay, nothing is proven (exit 3).
+#[test]
+fn a_protocol_1_shim_leaves_failure_groups_not_proven() {
+    let tmp = tempfile::tempdir().unwrap();
+    let only = protocol_2_file(tmp.path(), &[]);
+    let v1 = format!("{CLI} shim --mutation protocol-1");
+    let (code, out, err) = replay_bounded_within(&v1, &[&only], "60");
+    assert_eq!(code, Some(3), "{out}{err}");
+    assert!(
+        out.contains("not proven: the shim speaks protocol 1")
+            && out.contains(r#"protocol 2 (this shim speaks 1)"#)
+            && out.ends_with(
+                "0 passed, 0 failed, 9 not proven (failure groups the shim answered unsupported: protocol 2)\n"
+            ),
+        "{out}"
+    );
+    assert!(!err.contains("protocol fault"), "{err}");
+    // Beside a protocol-1 group (one of vectors/v1/plain.json's), which still passes.
+    let plain = one_group_vectors(tmp.path());
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plain).unwrap()).unwrap();
+    let group = doc["testGroups"][0].clone();
+    let n = group["tests"].as_array().unwrap().len();
+    let mixed = protocol_2_file(tmp.path(), &[group]);
+    let (code, out, err) = replay_bounded_within(&v1, &[&mixed], "60");
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(
+        out.ends_with(&format!(
+            "{n} passed, 0 failed, 9 not proven (failure groups the shim answered unsupported: protocol 2)\n"
+        )),
+        "{out}"
+    );
+}
+
+/// A shim that answers `{"ok":true}` to everything and each request with `answer`, logging every message
+/// it gets to `log`.
+fn logging_shim(dir: &std::path::Path, log: &std::path::Path, answer: &str) -> String {
+    let script = format!(
+        "import sys, json\nlog = open({log:?}, 'a')\nfor line in sys.stdin:\n    log.write(line); log.flush()\n    \
+         m = json.loads(line)\n    out = {answer} if m['op'] == 'request' else {{'ok': True}}\n    \
+         print(json.dumps(out), flush=True)\n"
+    );
+    let file = dir.join(format!("logging{}.py", answer.len()));
+    std::fs::write(&file, script).unwrap();
+    format!("python3 {}", file.display())
+}
+
+/// What the harness sends: protocol 2 with the group's policy and each peer's answer for a failure group,
+/// each request with its method and, where the test has a clock, `now` = the upstream's `now` + clock; a
+/// protocol-1 group exactly as before (no policy, requests with `keyHex` alone).
+#[test]
+fn protocol_2_messages_carry_policy_answers_methods_and_clock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = one_group_vectors(tmp.path());
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&plain).unwrap()).unwrap();
+    let file = protocol_2_file(tmp.path(), &[doc["testGroups"][0].clone()]);
+    let log = tmp.path().join("messages.jsonl");
+    let shim = logging_shim(
+        tmp.path(),
+        &log,
+        "{'attempts': [], 'outcome': 'noLiveUpstreams', 'status': 502, 'upstreamStatuses': ['502']}",
+    );
+    let (code, out, err) = replay_bounded_within(&shim, &[&file], "60");
+    assert_eq!(code, Some(1), "mismatches: {out}{err}");
+    let messages: Vec<serde_json::Value> =
+        std::fs::read_to_string(&log).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let upstreams: Vec<&serde_json::Value> = messages.iter().filter(|m| m["op"] == "upstream").collect();
+    assert_eq!(upstreams.len(), 4, "one per group and version");
+    assert_eq!(upstreams[0]["protocol"], 2);
+    assert_eq!(upstreams[0]["policy"], serde_json::json!({"nextUpstream": ["error", "timeout"], "tries": 0}));
+    assert_eq!(upstreams[0]["peers"][0]["answer"], "stale_keepalive");
+    assert_eq!(upstreams[0]["now"], 1_000_000_000u64);
+    assert_eq!(upstreams[3]["protocol"], 1);
+    assert!(upstreams[3].get("policy").is_none());
+    let requests: Vec<&serde_json::Value> = messages.iter().filter(|m| m["op"] == "request").collect();
+    let first: Vec<(String, Option<u64>)> = requests[..5]
+        .iter()
+        .map(|r| (r["method"].as_str().unwrap().to_string(), r.get("now").and_then(serde_json::Value::as_u64)))
+        .collect();
+    let t0 = 1_000_000_000;
+    assert_eq!(
+        first,
+        [("GET", Some(t0)), ("GET", Some(t0)), ("POST", Some(t0 + 1)), ("POST", Some(t0 + 1)), ("GET", Some(t0 + 5))]
+            .map(|(m, n)| (m.to_string(), n))
+    );
+    assert_eq!((requests[5]["method"].as_str(), requests[5].get("now")), (Some("GET"), None), "no clock, no now");
+    for r in &requests[9..] {
+        let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["keyHex", "op"], "a protocol-1 request: {r}");
+    }
+}
+
+/// Under protocol 2 an answer must carry the client's status and `$upstream_status`: one without is a
+/// protocol fault that says what is missing, as is one with more attempts than twice the peers.
+#[test]
+fn a_protocol_2_answer_without_statuses_is_a_protocol_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = protocol_2_file(tmp.path(), &[]);
+    let log = tmp.path().join("log.jsonl");
+    let cases = [
+        ("{'attempts': ['127.0.3.1:9001'], 'outcome': 'answered'}", r#"no "status""#),
+        ("{'attempts': ['127.0.3.1:9001'], 'outcome': 'answered', 'status': 200}", r#"no "upstreamStatuses" list"#),
+        (
+            "{'attempts': ['127.0.3.1:9001'] * 3, 'outcome': 'answered', 'status': 200, 'upstreamStatuses': ['200']}",
+            "answered 3 attempts for a protocol-2 upstream of 1 peers",
+        ),
+    ];
+    for (answer, says) in cases {
+        let (code, out, err) = replay_bounded_within(&logging_shim(tmp.path(), &log, answer), &[&file], "60");
+        assert_eq!(code, Some(1), "{out}{err}");
+        assert!(err.contains("protocol fault: ") && err.contains(says), "{says}: {err}");
+        assert!(!out.contains("FAIL"), "reported as mismatches:\n{out}");
+    }
+    // Two attempts at one peer are within the limit (a stale connection gives an attempt back): a mismatch.
+    let two = "{'attempts': ['127.0.3.1:9001'] * 2, 'outcome': 'answered', 'status': 200, 'upstreamStatuses': ['502', '200']}";
+    let (code, out, err) = replay_bounded_within(&logging_shim(tmp.path(), &log, two), &[&file], "60");
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.contains("FAIL ") && !err.contains("protocol fault"), "{out}{err}");
 }

@@ -16,6 +16,7 @@ use nginx_ketama_harness::catalog;
 use nginx_ketama_harness::nginx::build::Build;
 use nginx_ketama_harness::nginx::docker;
 use nginx_ketama_harness::nginx::install::Installation;
+use nginx_ketama_harness::proofs::shim::ShimModel;
 use nginx_ketama_harness::proofs::sweep::{SweepOptions, VersionReport, sweep_backend};
 use nginx_ketama_harness::run::client::Method as HttpMethod;
 use nginx_ketama_harness::run::parity::{self, FailureModel, KeyKind, Mutation, Plan, PlannedRequest, compare};
@@ -180,6 +181,41 @@ fn changed_failure_rules_fail_the_live_comparison() -> Result<()> {
         }
         report(&line);
     }
+    Ok(())
+}
+
+/// The same scenario through the shim protocol (version 2) on the newest build: the reference shim matches
+/// nginx request by request, statuses included; the reference shim with `non_idempotent` ignored
+/// (`--mutation post-retried`: a sent POST retried like a GET) does not.
+#[test]
+fn a_shim_with_a_changed_failure_rule_fails_the_live_comparison() -> Result<()> {
+    let Some(installs) = installs() else { return Ok(()) };
+    let Some(install) = installs.into_iter().filter(|i| i.libc == nginx_ketama::Libc::Glibc).max_by_key(|i| i.version)
+    else {
+        return Ok(());
+    };
+    let backend = Build::Local(install);
+    let (topology, failures) = scenario();
+    let session = parity::start_failing(&backend, topology.clone(), Some(&failures))?;
+    let upstream = topology.upstream(backend.version(), backend.libc())?;
+    let keys = parity::plan(&upstream, 3, &parity::PlanOptions { random_keys: 200, empty_keys: 0, prove_ring: false });
+    let plan = parity::with_posts(keys, 3, failures.post_percent);
+    let responses = session.send_plan(&plan, &mut |_| {})?;
+    let through = |shim: &str| -> Result<usize> {
+        let mut model = ShimModel::failing(shim, &topology, &failures, backend.version())?;
+        let run = compare(&plan, &responses, &mut model, Duration::ZERO);
+        model.finish()?;
+        Ok(run.mismatches.len())
+    };
+    let right = through(&format!("{CLI} shim"))?;
+    assert_eq!(right, 0, "nginx {}: the reference shim differs", backend.version());
+    let posts = through(&format!("{CLI} shim --mutation post-retried"))?;
+    assert!(posts > 0, "nginx {}: a shim that retries sent POSTs went unnoticed", backend.version());
+    report(&format!(
+        "shim protocol 2 on nginx {}: {} requests, reference shim 0 mismatches, post-retried shim {posts}",
+        backend.version(),
+        plan.requests.len()
+    ));
     Ok(())
 }
 

@@ -444,6 +444,22 @@ fn shims_are_proven_live() -> Result<()> {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("0 mismatches: the shim routes exactly like nginx"), "{text}");
+    // Topology 1 has failure kinds: it went through the shim by protocol 2, statuses compared.
+    assert!(text.contains("failure kinds: 1 topologies") && !text.contains("not proven"), "{text}");
+    // A shim that speaks protocol 1 only: that topology is not proven, with the reason; not a fault.
+    let out = std::process::Command::new(CLI)
+        .args(["verify", "--backend", "local", "--versions", &version, "--only", "1", "--keys", "100"])
+        .args(["--stream-sessions", "0", "--shim", &format!("{CLI} shim --mutation protocol-1")])
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "nothing proven: {text}");
+    assert!(
+        text.contains("not proven: nginx ")
+            && text.contains("not proven: the shim speaks protocol 1")
+            && text.contains("protocol 2 (this shim speaks 1)")
+            && !text.contains("fault:"),
+        "{text}"
+    );
     let wrong = nginx_ketama_harness::testkit::TempFile::new(
         "wrong_shim.py",
         "import sys, json\npeers = []\nfor line in sys.stdin:\n    m = json.loads(line)\n    if m['op'] == 'upstream':\n        peers = m['peers']\n        out = {'ok': True}\n    elif m['op'] == 'reset':\n        out = {'ok': True}\n    else:\n        out = {'attempts': [peers[0]['address']], 'outcome': 'answered'}\n    print(json.dumps(out), flush=True)\n",
@@ -452,7 +468,10 @@ fn shims_are_proven_live() -> Result<()> {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("mismatches; all of them are in"), "{text}");
-    report(&format!("shim protocol on nginx {version}: the reference shim proven, a wrong shim caught"));
+    report(&format!(
+        "shim protocol on nginx {version}: the reference shim proven (protocol 2 on failure kinds), a protocol-1 \
+         shim not proven there, a wrong shim caught"
+    ));
     Ok(())
 }
 

@@ -48,12 +48,19 @@ pub(crate) fn sweep(args: &VerifyArgs) -> (Verdict, Option<Report>) {
         }
         let verdict = Verdict::of(&VersionReport::tally(&reports));
         print_faults(&reports);
+        print_not_proven(&reports);
         print_findings(&reports, options.shim.is_some());
         match verdict {
-            Verdict::Proven => println!(
-                "0 mismatches: {} routes exactly like nginx on every request above.",
-                if options.shim.is_some() { "the shim" } else { "the library" }
-            ),
+            Verdict::Proven => {
+                println!(
+                    "0 mismatches: {} routes exactly like nginx on every request above.",
+                    if options.shim.is_some() { "the shim" } else { "the library" }
+                );
+                let unproven: usize = reports.iter().map(|r| r.not_proven.len()).sum();
+                if unproven > 0 {
+                    println!("{unproven} topologies not proven (the shim answered unsupported; see above).");
+                }
+            }
             Verdict::HarnessFault if reports.iter().all(|r| r.faults.is_empty()) => {
                 println!("nothing checked: no request or stream session was compared")
             }
@@ -120,7 +127,13 @@ fn sweep_suites(backends: &[Build], reports: &[VersionReport], options: &SweepOp
                 .map(|&index| {
                     let ran = report.and_then(|r| r.runs.iter().find(|t| t.index == index));
                     let faulted = report.and_then(|r| r.faults.iter().find(|f| f.topology == Some(index)));
+                    let unproven = report.and_then(|r| r.not_proven.iter().find(|n| n.topology == index));
                     let (detail, counts, outcome) = match (ran, faulted, report) {
+                        _ if unproven.is_some() => (
+                            None,
+                            Counts::default(),
+                            Outcome::Skipped { reason: unproven.map(|n| n.reason.clone()).unwrap_or_default() },
+                        ),
                         (Some(t), _, Some(r)) => (
                             Some(t.label.clone()),
                             Counts {
@@ -185,6 +198,7 @@ fn run_once(backends: &[Build], options: &SweepOptions) -> Vec<VersionReport> {
             Event::Done(0) => {}
             Event::Done(n) => bar.println(format!("  {n} mismatches")),
             Event::Fault(index, kind) => bar.println(format!("  topology {index}: {}", kind.name())),
+            Event::NotProven(index) => bar.println(format!("  topology {index}: not proven")),
             Event::Stream(build) => bar.set_message(format!("stream module, local nginx {build}")),
         });
         let stopped = report.stopped(options);
@@ -195,6 +209,21 @@ fn run_once(backends: &[Build], options: &SweepOptions) -> Vec<VersionReport> {
     }
     bar.finish_and_clear();
     reports
+}
+
+/// The topologies the shim answered `unsupported` for: not proven, with the reason (neither a pass nor a
+/// fault).
+fn print_not_proven(reports: &[VersionReport]) {
+    for r in reports {
+        for n in &r.not_proven {
+            println!(
+                "not proven: nginx {} ({}), topology {} (seed {}):",
+                r.version, r.backend, n.topology, n.topology_seed
+            );
+            println!("    {}", n.reason);
+            println!("  replay: {}", n.replay);
+        }
+    }
 }
 
 fn print_faults(reports: &[VersionReport]) {
@@ -219,8 +248,10 @@ const SHOWN: usize = 300;
 fn print_findings(reports: &[VersionReport], shim: bool) {
     let predictor = if shim { "shim" } else { "expected" };
     for f in reports.iter().flat_map(|r| &r.findings).take(5) {
-        let shown = |o: &nginx_ketama_harness::run::observation::Observation| {
-            format!("{} {:?}", o.status, clip(&o.upstream_addr, SHOWN))
+        // `$upstream_status` too where it is compared (failure kinds), since it may be all that differs.
+        let shown = |o: &nginx_ketama_harness::run::observation::Observation| match &o.upstream_status {
+            Some(statuses) => format!("{} {:?} [{}]", o.status, clip(&o.upstream_addr, SHOWN), clip(statuses, SHOWN)),
+            None => format!("{} {:?}", o.status, clip(&o.upstream_addr, SHOWN)),
         };
         println!(
             "  nginx {} topology {} key {}: {predictor} {}, nginx {}\n  replay: {}",

@@ -96,12 +96,14 @@ pub(crate) fn wait_bounded(mut child: std::process::Child, limit: Duration) -> s
 }
 
 /// A shim that always names the first peer: a wrong implementation the proof must catch (`verify` finds
-/// mismatches).
+/// mismatches). It speaks protocol 1 only: a protocol-2 upstream (failure kinds) is `unsupported`.
 pub(crate) const WRONG_SHIM: &str = r#"import sys, json
 peers = []
 for line in sys.stdin:
     m = json.loads(line)
-    if m["op"] == "upstream":
+    if m["op"] == "upstream" and m.get("protocol", 1) != 1:
+        out = {"unsupported": "protocol %s (this shim speaks 1)" % m["protocol"]}
+    elif m["op"] == "upstream":
         peers = m["peers"]
         out = {"ok": True}
     elif m["op"] == "reset":

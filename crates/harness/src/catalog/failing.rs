@@ -23,6 +23,7 @@ pub(super) const CASES: &[fn() -> Case] = &[
     fail_post_non_idempotent,
     fail_timeout_invalid_header,
     fail_off_still_counts,
+    fail_none_left,
     fail_stale_keepalive,
     fail_stale_single_server,
     plain_fail_statuses,
@@ -182,8 +183,9 @@ fn fail_403_404_next_429_failed() -> Case {
     .with_flags(&[Flag::FailureKinds, Flag::FailureAccounting])
 }
 
-/// The servers of the two POST cases on `127.0.C.x`: a 502, a refusing one, an invalid header, two healthy.
-fn post_servers(c: u8) -> (Vec<ServerLine>, Vec<(usize, Answer)>) {
+/// The topology and failures of the two POST cases on `127.0.C.x`: a 502, a refusing server, an invalid
+/// header and two healthy servers, under `words`.
+fn post_servers(c: u8, words: &[Condition]) -> (Topology, Failures) {
     let l = vec![
         line(&format!("127.0.{c}.1:9001")),
         line(&format!("127.0.{c}.2:9001")).dead(),
@@ -191,19 +193,18 @@ fn post_servers(c: u8) -> (Vec<ServerLine>, Vec<(usize, Answer)>) {
         line(&format!("127.0.{c}.4:9001")),
         line(&format!("127.0.{c}.5:9001")),
     ];
-    (l, vec![(0, Answer::Status(502)), (2, Answer::InvalidHeader)])
+    let f = failures(&[(&l[0], Answer::Status(502)), (&l[2], Answer::InvalidHeader)], words, 0);
+    (topo(Method::Consistent, l), f)
 }
 
 fn fail_post_not_retried() -> Case {
-    let (l, a) = post_servers(43);
-    let answers: Vec<(&ServerLine, Answer)> = a.iter().map(|(i, a)| (&l[*i], *a)).collect();
-    let f = failures(&answers, &[Error, Timeout, InvalidHeader, Http502], 0);
+    let (t, f) = post_servers(43, &[Error, Timeout, InvalidHeader, Http502]);
     Case::new(
         "fail-post-not-retried",
         "Each key as GET, then as POST, without non_idempotent: a POST whose request was sent (a 502, an invalid \
          header) is not retried (the 502 is passed on; the invalid header ends with nginx's 502); a refused POST \
          (never sent) is.",
-        topo(Method::Consistent, l.clone()),
+        t,
         get_then_post(sample_keys("pn-", 43, 40)),
     )
     .failing(f)
@@ -211,13 +212,11 @@ fn fail_post_not_retried() -> Case {
 }
 
 fn fail_post_non_idempotent() -> Case {
-    let (l, a) = post_servers(44);
-    let answers: Vec<(&ServerLine, Answer)> = a.iter().map(|(i, a)| (&l[*i], *a)).collect();
-    let f = failures(&answers, &[Error, Timeout, InvalidHeader, NonIdempotent, Http502], 0);
+    let (t, f) = post_servers(44, &[Error, Timeout, InvalidHeader, NonIdempotent, Http502]);
     Case::new(
         "fail-post-non-idempotent",
         "The same servers with non_idempotent listed: POST is retried like GET.",
-        topo(Method::Consistent, l.clone()),
+        t,
         get_then_post(sample_keys("pi-", 44, 40)),
     )
     .failing(f)
@@ -270,6 +269,26 @@ fn fail_off_still_counts() -> Case {
     .with_flags(&[Flag::FailureKinds, Flag::FailureAccounting, Flag::DeadServers])
 }
 
+fn fail_none_left() -> Case {
+    let l = vec![
+        line("127.0.51.1:9001").accounting().dead(),
+        line("127.0.51.2:9001").accounting(),
+        line("127.0.51.3:9001").accounting().dead(),
+    ];
+    let f = failures(&[(&l[1], Answer::InvalidHeader)], &[Error, Timeout], 0);
+    Case::new(
+        "fail-none-left",
+        "Two refusing servers and one sending an invalid header, max_fails=1, proxy_next_upstream error timeout: \
+         the invalid header is not retried (invalid_header is not listed; it ends with nginx's 502) but counts, \
+         and once all three have failed a request finds no live upstream ($upstream_status ends with nginx's 502).",
+        topo(Method::Consistent, l),
+        twice(sample_keys("nl-", 51, 6)),
+    )
+    .failing(f)
+    .stateful()
+    .with_flags(&[Flag::FailureKinds, Flag::FailureAccounting, Flag::DeadServers])
+}
+
 fn fail_stale_keepalive() -> Case {
     let l = vec![
         line("127.0.47.1:9001").accounting(),
@@ -280,9 +299,8 @@ fn fail_stale_keepalive() -> Case {
     let f = failures(&[(&l[0], Answer::StaleKeepalive), (&l[1], Answer::StaleKeepalive)], &[Error, Timeout], 1);
     let t = topo(Method::Consistent, l);
     let mut keys = Vec::new();
-    for (i, k) in keys_on(&t, "127.0.47.1:9001", "sk-a-", 3).into_iter().enumerate() {
+    for k in keys_on(&t, "127.0.47.1:9001", "sk-a-", 3) {
         keys.extend([k.clone(), k.clone(), k]);
-        let _ = i;
     }
     for k in keys_on(&t, "127.0.47.2:9001", "sk-b-", 3) {
         keys.extend([k.clone(), k.clone(), k.clone()]);

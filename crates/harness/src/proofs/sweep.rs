@@ -5,7 +5,7 @@ use crate::nginx::docker::{Image, ImageOrigin};
 use crate::nginx::install::{Installation, Stream};
 use crate::nginx::log::log_tail;
 use crate::proofs::replay::{self, Replay};
-use crate::proofs::shim::{ProtocolFault, ShimModel};
+use crate::proofs::shim::{ProtocolFault, ShimModel, Unsupported};
 use crate::proofs::verdict::Tally;
 use crate::run::client::Method as HttpMethod;
 use crate::run::observation::Observation;
@@ -50,8 +50,8 @@ pub struct SweepOptions {
     /// hangs would cost the answer timeout on every topology).
     pub keep_going: bool,
     /// Every other topology (the odd indexes) gets failure kinds ([`Failures::random`]): servers that
-    /// answer a status, stall or send an invalid header, a random retry policy, and POST requests. Off
-    /// with a shim (the shim protocol carries refused connections only).
+    /// answer a status, stall or send an invalid header, a random retry policy, and POST requests. A shim
+    /// gets them by protocol 2 (`ports/SHIM.md`); one that speaks only protocol 1 leaves them not proven.
     pub failure_kinds: bool,
     /// Where the provisioned builds are: a container hides the client's source port, which the stream
     /// upstream hashes, so the stream check of an image built by `scripts/build-images` runs on the
@@ -184,9 +184,7 @@ pub fn replay_command(backend: &Build, options: &SweepOptions, index: Option<usi
     if options.topology.max_servers != defaults.topology.max_servers {
         replay = replay.option("--max-servers", options.topology.max_servers);
     }
-    replay = replay
-        .switch("--no-ring-proof", !options.prove_ring)
-        .switch("--no-failure-kinds", !options.failure_kinds && options.shim.is_none());
+    replay = replay.switch("--no-ring-proof", !options.prove_ring).switch("--no-failure-kinds", !options.failure_kinds);
     match index {
         Some(i) => replay.option("--only", i),
         None => replay.option("--topologies", 0).option("--stream-sessions", options.stream_sessions),
@@ -245,10 +243,27 @@ pub struct VersionReport {
     pub findings: Vec<Finding>,
     /// Everything the harness could not run.
     pub faults: Vec<Fault>,
+    /// Topologies the shim answered `unsupported` for ([`Unsupported`]): not proven, with the reason;
+    /// neither a pass nor a fault.
+    pub not_proven: Vec<NotProven>,
     /// Each topology run to the end, in the order run (one that faulted is in `faults` instead).
     pub runs: Vec<TopologyRun>,
     /// Time spent in request/response exchange.
     pub elapsed: Duration,
+}
+
+/// A topology whose upstream the shim answered `unsupported` for (a protocol-2 upstream, to a shim that
+/// speaks only protocol 1): nothing of it was compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotProven {
+    /// Its index in the sweep.
+    pub topology: usize,
+    /// Its seed ([`topology_seed`]).
+    pub topology_seed: u64,
+    /// Why ([`Unsupported`]'s message).
+    pub reason: String,
+    /// The command that runs it again.
+    pub replay: String,
 }
 
 /// One topology of a sweep run to the end on one build: what it was and what it compared (its mismatches
@@ -313,6 +328,8 @@ pub enum Event<'a> {
     Done(usize),
     /// This topology could not be run (see [`Fault`]).
     Fault(usize, FaultKind),
+    /// The shim answered this topology `unsupported` (see [`NotProven`]).
+    NotProven(usize),
     /// The stream check is starting, on this build (the image's own build when the sweep runs an image).
     Stream(String),
 }
@@ -386,6 +403,16 @@ pub fn sweep_backend(backend: &Build, options: &SweepOptions, on: &mut dyn FnMut
     for index in indexes {
         let seed = topology_seed(options.seed, index);
         if let Err(e) = run_topology(backend, options, index, &mut report, on) {
+            if let Some(unsupported) = Unsupported::in_chain(&e) {
+                on(Event::NotProven(index));
+                report.not_proven.push(NotProven {
+                    topology: index,
+                    topology_seed: seed,
+                    reason: unsupported.to_string(),
+                    replay: replay_command(backend, options, Some(index)),
+                });
+                continue;
+            }
             let kind = FaultKind::of(&e);
             on(Event::Fault(index, kind));
             report.faults.push(Fault {
@@ -488,8 +515,8 @@ fn run_topology(
     let unix_dir = unix.display().to_string();
     let result = (|| {
         let generated = topology_for(backend, options, index, &unix_dir)?;
-        let failures = (options.failure_kinds && options.shim.is_none() && has_failure_kinds(index))
-            .then(|| Failures::random(&generated, generated.seed));
+        let failures =
+            (options.failure_kinds && has_failure_kinds(index)).then(|| Failures::random(&generated, generated.seed));
         let keyed_topology = generated.clone();
         let session = parity::start_failing(backend, generated, failures.as_ref()).context("starting nginx")?;
         let topology = session.topology().clone();
@@ -521,15 +548,21 @@ fn run_topology(
                 p.tries
             ));
         }
+        // The shim first: one that does not support the upstream (protocol 2, to a shim that speaks only
+        // protocol 1) leaves the topology not proven, without sending it a request.
+        let shim = match (&options.shim, &failures) {
+            (Some(command), Some(f)) => Some(ShimModel::failing(command, &topology, f, version)?),
+            (Some(command), None) => Some(ShimModel::start(command, &topology, version)?),
+            (None, _) => None,
+        };
         on(Event::Topology(&report.version, index, label.clone(), plan.requests.len()));
         let started = std::time::Instant::now();
         let responses = session.send_plan(&plan, &mut |n| on(Event::Requests(n)))?;
         let elapsed = started.elapsed();
-        let mut run = match (&options.shim, &failures) {
+        let mut run = match (shim, &failures) {
             (None, Some(f)) => compare(&plan, &responses, &mut FailureModel::new(&upstream, &topology, f), elapsed),
             (None, None) => compare(&plan, &responses, &mut LibraryModel::new(&upstream, &topology), elapsed),
-            (Some(command), _) => {
-                let mut model = ShimModel::start(command, &topology, version)?;
+            (Some(mut model), _) => {
                 let run = compare(&plan, &responses, &mut model, elapsed);
                 model.finish()?;
                 run

@@ -15,6 +15,11 @@ import java.util.stream.Stream;
 /**
  * Replays the golden vectors (vectors/v1/*.json, recorded from real nginx) against this port.
  *
+ * <p>Failure groups (those with a {@code policy}, §5.1) run each test under the group's policy with its
+ * {@code requestMethod}, at {@code NOW + clock}, each peer doing what its {@code answer} says; {@code status} and
+ * {@code upstreamStatuses} are compared too. A group with a policy word or peer answer this port does not know is a
+ * SKIP.
+ *
  * <p>Usage: {@code java -cp build nginxhash.Replay DIR_OR_FILE...}. Prints one line per failing test and a closing
  * line {@code N passed, M failed[, K skipped]}; exits 1 on any failure or unreadable file, or if no test ran.
  */
@@ -125,6 +130,11 @@ public final class Replay {
                     throw new IllegalArgumentException(
                             "needs musl's tie rule (docs/nginx-algorithm.md §3.2); this port models glibc");
                 }
+                // failure groups (§5.1): a policy word or a peer answer this port does not know
+                policy(g);
+                for (Object p : arr(g.get("peers"))) {
+                    answer(obj(p));
+                }
             } catch (IllegalArgumentException e) {
                 System.out.println("SKIP " + name + ": " + e.getMessage());
                 skipped += arr(g.get("tests")).size();
@@ -156,6 +166,37 @@ public final class Replay {
         return out;
     }
 
+    /** A failure group's {@code policy} (proxy_next_upstream words and tries); nginx's default elsewhere. */
+    static Attempt.Policy policy(Map<String, Object> g) {
+        if (g.get("policy") == null) {
+            return Attempt.Policy.DEFAULT;
+        }
+        Map<String, Object> pol = obj(g.get("policy"));
+        List<String> words = new ArrayList<>();
+        for (Object w : arr(pol.get("nextUpstream"))) {
+            if (!(w instanceof String s)) {
+                throw new IllegalArgumentException("policy.nextUpstream holds a non-string " + w);
+            }
+            words.add(s);
+        }
+        if (words.isEmpty()) {
+            throw new IllegalArgumentException("policy.nextUpstream is empty");
+        }
+        return Attempt.Policy.of(words, (int) num(pol, "tries", 0));
+    }
+
+    /** A peer's {@code answer} (failure groups): absent is 200 OK; one this port does not know is an error. */
+    static String answer(Map<String, Object> p) {
+        Object a = p.get("answer");
+        if (a == null) {
+            return null;
+        }
+        if (!(a instanceof String s) || s.equals(Attempt.REFUSED) || !Attempt.ANSWERS.contains(s)) {
+            throw new IllegalArgumentException("peer answer " + a + " is not modelled");
+        }
+        return s;
+    }
+
     static Upstream upstream(Map<String, Object> g, Rules rules) {
         List<Peer> primary = new ArrayList<>();
         List<Peer> backup = new ArrayList<>();
@@ -163,7 +204,7 @@ public final class Replay {
             Map<String, Object> p = obj(o);
             Peer peer = new Peer(((String) p.get("server")).getBytes(StandardCharsets.UTF_8), (String) p.get("address"),
                     (int) num(p, "weight", 1), (int) num(p, "maxFails", 1), num(p, "failTimeout", 10),
-                    (int) num(p, "maxConns", 0), bool(p, "down"), bool(p, "refuses"));
+                    (int) num(p, "maxConns", 0), bool(p, "down"), bool(p, "refuses"), answer(p));
             (bool(p, "backup") ? backup : primary).add(peer);
         }
         Upstream.Method m = "consistent".equals(g.get("method")) ? Upstream.Method.CONSISTENT : Upstream.Method.PLAIN;
@@ -210,6 +251,9 @@ public final class Replay {
         if (t.get("status") instanceof Long s && s != out.httpStatus()) {
             problems.add("status expected " + s + " got " + out.httpStatus());
         }
+        if (t.containsKey("upstreamStatuses") && !arr(t.get("upstreamStatuses")).equals(out.upstreamStatuses())) {
+            problems.add("upstreamStatuses expected " + t.get("upstreamStatuses") + " got " + out.upstreamStatuses());
+        }
         if (t.get("crc32") instanceof String c && Long.parseLong(c, 16) != Crc.crc32(key)) {
             problems.add("crc32 expected " + c + " got " + String.format("%08x", Crc.crc32(key)));
         }
@@ -223,6 +267,7 @@ public final class Replay {
         }
         tests.sort(Comparator.comparingLong(t -> num(t, "tcId", 0)));
         boolean stateful = bool(g, "stateful");
+        Attempt.Policy policy = policy(g);
         Map<Long, List<String>> failures = new LinkedHashMap<>();
         for (Rules rules : rulesList) {
             Upstream up = upstream(g, rules);
@@ -230,7 +275,12 @@ public final class Replay {
             for (Map<String, Object> t : tests) {
                 byte[] key = key(t);
                 Worker w = stateful ? shared : new Worker(up);
-                String problem = check(t, w.request(key, NOW), key);
+                String method = t.get("requestMethod") instanceof String m ? m : "GET";
+                long clock = num(t, "clock", 0);
+                if (clock < 0) {
+                    throw new IllegalArgumentException("negative clock " + clock);
+                }
+                String problem = check(t, w.run(key, NOW + clock, policy, method), key);
                 if (problem != null) {
                     failures.computeIfAbsent(num(t, "tcId", 0), k -> new ArrayList<>())
                             .add(problem + (rulesList.size() == 1 ? "" : " (model " + rules + ")"));

@@ -2,31 +2,35 @@ package nginxhash;
 
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
 import java.util.function.Predicate;
 
 /**
  * One nginx worker process serving one upstream (docs/nginx-algorithm.md §3.4, §4, §5): it keeps the
  * per-peer state nginx keeps (smooth weighted round-robin weights, failure counts, timestamps, connection
- * counts) across requests.
+ * counts) across requests, and the cached keepalive connection per address. {@link #run} judges every attempt by
+ * §5.1 ({@link Attempt#decide}).
  */
 public final class Worker {
     public static final int MAX_HASH_MISSES = 20;
 
     public enum Status { ANSWERED, FAILED, NO_LIVE_UPSTREAMS }
 
-    /** The peers tried, in order, and how the request ended. */
-    public record Outcome(List<Peer> attempts, Status status, boolean roundRobin) {
+    /**
+     * The peers tried, in order, how the request ended, the status the client got and {@code $upstream_status}
+     * split on ", ".
+     */
+    public record Outcome(List<Peer> attempts, Status status, boolean roundRobin, int httpStatus,
+                          List<String> upstreamStatuses) {
         public String outcomeName() {
             return switch (status) {
                 case ANSWERED -> "answered";
                 case FAILED -> "failed";
                 case NO_LIVE_UPSTREAMS -> "noLiveUpstreams";
             };
-        }
-
-        public int httpStatus() {
-            return status == Status.ANSWERED ? 200 : 502;
         }
     }
 
@@ -57,6 +61,11 @@ public final class Worker {
 
     private final Upstream up;
     private final State[][] states;
+    /**
+     * Keepalive (§5.1): per address, whether this worker holds a cached connection to it. Only stale_keepalive peers
+     * are tracked: a cached connection to any other peer answers as a new one would.
+     */
+    private final Map<String, Boolean> cached = new HashMap<>();
 
     public Worker(Upstream up) {
         this.up = up;
@@ -71,32 +80,68 @@ public final class Worker {
         }
     }
 
-    /** One request with {@code proxy_next_upstream error}, at clock {@code now} (seconds). */
+    /**
+     * One request with {@code proxy_next_upstream error}, at clock {@code now} (seconds): the peers for which
+     * {@code fails} holds refuse the connection, the others answer 200.
+     */
     public Outcome request(byte[] key, long now, Predicate<Peer> fails) {
+        return run(key, now, Attempt.Policy.DEFAULT, "GET", p -> fails.test(p) ? Attempt.REFUSED : null);
+    }
+
+    /**
+     * One request under {@code policy} (§5.1) with the request {@code method}, at clock {@code now}; {@code answer}
+     * names what each peer does ({@link Attempt#ANSWERS}, null for 200 OK). Every attempt is judged by
+     * {@link Attempt#decide}.
+     */
+    public Outcome run(byte[] key, long now, Attempt.Policy policy, String method, Function<Peer, String> answer) {
         Request r = new Request();
         r.key = key;
         r.tried = new boolean[Math.max(up.lists.get(0).size(), up.lists.get(1).size())];
         r.budget = up.budget();
+        if (policy.tries() > 0 && policy.tries() < r.budget) {
+            r.budget = policy.tries(); // proxy_next_upstream_tries, applied once at the start (§5)
+        }
         if (up.ring != null && up.ring.size() > 0) {
             r.point = up.ring.locate(Crc.crc32(key));
         }
         List<Peer> attempts = new ArrayList<>();
+        List<String> statuses = new ArrayList<>();
         while (true) {
             int i = get(r, now);
             if (i < 0) {
-                return new Outcome(attempts, Status.NO_LIVE_UPSTREAMS, r.roundRobin);
+                statuses.add("502"); // the peerless last attempt of "no live upstreams"
+                return new Outcome(attempts, Status.NO_LIVE_UPSTREAMS, r.roundRobin, 502, statuses);
             }
             Peer peer = up.lists.get(r.li).get(i);
             attempts.add(peer);
-            boolean failed = fails.test(peer);
-            free(r, i, failed, now);
-            if (!failed) {
-                return new Outcome(attempts, Status.ANSWERED, r.roundRobin);
-            }
-            if (r.budget == 0) {
-                return new Outcome(attempts, Status.FAILED, r.roundRobin);
+            Attempt.Reply reply = reply(peer, answer.apply(peer));
+            Attempt.Decision d = Attempt.decide(reply, policy, method, r.budget, up.single(r.li));
+            free(r, i, d.state(), now);
+            r.budget = d.tries();
+            statuses.add(String.valueOf(d.upstreamStatus()));
+            if (!d.retry()) {
+                Status end = reply.kind() == Attempt.Kind.RESPONSE ? Status.ANSWERED : Status.FAILED;
+                return new Outcome(attempts, end, r.roundRobin, d.clientStatus(), statuses);
             }
         }
+    }
+
+    /** One request where every peer does what its own fields say (refuses, answer), under a policy. */
+    public Outcome run(byte[] key, long now, Attempt.Policy policy, String method) {
+        return run(key, now, policy, method, Peer::ownAnswer);
+    }
+
+    /** What an attempt at {@code peer} meets; a stale_keepalive peer depends on the worker's cached connection. */
+    private Attempt.Reply reply(Peer peer, String answer) {
+        if (Attempt.STALE_KEEPALIVE.equals(answer)) {
+            if (cached.getOrDefault(peer.address(), false)) {
+                cached.put(peer.address(), false);
+                return Attempt.Reply.STALE_CACHED;
+            }
+            cached.put(peer.address(), true);
+            return Attempt.Reply.response(200);
+        }
+        return Attempt.replyOf(answer);
     }
 
     /** Same, where a peer fails exactly when its {@code refuses} flag is set. */
@@ -243,17 +288,16 @@ public final class Worker {
         return -1;
     }
 
-    /** ngx_http_upstream_free_round_robin_peer after one attempt. */
-    private void free(Request r, int i, boolean failed, long now) {
+    /** ngx_http_upstream_free_round_robin_peer after one attempt (§5); the budget is decide()'s. */
+    private void free(Request r, int i, Attempt.Freed state, long now) {
         Peer p = up.lists.get(r.li).get(i);
         State st = states[r.li][i];
         if (up.single(r.li)) {
             st.fails = 0;
             st.conns--;
-            r.budget = 0;
             return;
         }
-        if (failed) {
+        if (state == Attempt.Freed.FAILED) {
             st.fails++;
             st.accessed = now;
             st.checked = now;
@@ -264,8 +308,5 @@ public final class Worker {
             st.fails = 0;
         }
         st.conns--;
-        if (r.budget > 0) {
-            r.budget--;
-        }
     }
 }
