@@ -1108,6 +1108,17 @@ fn caddy_empty_keys_are_not_hashed_but_counted_apart() {
     assert!(table.contains("not hashed: fallback: 0 (0.000%)"), "{table}");
     let table = ok(&run(&["migrate", "--config", c.to_str().unwrap(), "--to", "caddy", "--samples", "500"], b""));
     assert!(table.contains("caddy: an empty key (no such header, query parameter or cookie) is not hashed"), "{table}");
+    // diff --engine over keys: the empty keys are neither kept nor moved.
+    let grown = conf(
+        "caddy-grown.conf",
+        &FIVE.replace("server 127.0.0.1:9005;", "server 127.0.0.1:9005;\n  server 127.0.0.1:9006;"),
+    );
+    let (from, to) = (c.to_str().unwrap(), grown.to_str().unwrap());
+    let args = ["diff", "--from", from, "--to", to, "--engine", "caddy", "--keys", keys.to_str().unwrap()];
+    let table = ok(&run(&args, b""));
+    assert!(table.contains("not hashed: fallback: 2 of the keys are empty"), "{table}");
+    let doc = json(&run(&[&args[..], &["--format", "json"]].concat(), b""));
+    assert_eq!(doc["keys"]["not_hashed_fallback"], 2);
 }
 
 /// `migrate --target-servers`: the list goes to its own engine only, and one upstream.

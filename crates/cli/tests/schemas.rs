@@ -104,6 +104,7 @@ fn outputs() -> Vec<(String, Value)> {
     let empty_keys = TempFile::new("empty-keys", "a\n\nb\n");
     let (cf, ek) = (caddyfile.to_str().unwrap(), empty_keys.to_str().unwrap());
     one(&["compare", "--config", a, "--against", "caddy", "--target-servers", cf, "--keys", ek]);
+    one(&["diff", "--from", a, "--to", b, "--engine", "caddy", "--keys", ek]);
     one(&[
         "diff",
         "--from",

@@ -152,6 +152,13 @@ struct EngineKeysJson<'a> {
     source: String,
     /// `nginx` first, then the engine, both counted over the keys.
     sides: rows::Json<'a>,
+    /// Keys the engine hashes on neither side (Caddy's empty keys): neither kept nor moved.
+    #[serde(skip_serializing_if = "is_zero")]
+    not_hashed_fallback: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `diff --engine`: nginx's moves (exact) and the engine's (exact or sampled) for the same change, one
@@ -234,6 +241,7 @@ fn on_engine(
     };
     side(&mut rows, "nginx".into(), Method::Exact, diff.total, diff.moved, nginx_between_kept(diff, a, b));
     side(&mut rows, engine.to_string(), theirs.method, theirs.total, theirs.moved, theirs.between_kept);
+    let not_hashed = over_keys.as_ref().map_or(0, |(_, (_, theirs))| theirs.not_hashed);
     let key_rows = over_keys.map(|(path, (nginx, theirs))| {
         let mut rows = Rows::new(columns());
         let kept = nginx_between_kept(&nginx, a, b);
@@ -258,6 +266,13 @@ fn on_engine(
                 writeln!(out, "\nover the {total} keys of {}:", path.display())?;
                 rows.write_table(&mut out)?;
             }
+            if not_hashed > 0 {
+                writeln!(
+                    out,
+                    "not hashed: fallback: {not_hashed} of the keys are empty: {engine} hashes none of them (its \
+                     fallback policy picks anew), counted neither as kept nor as moved"
+                )?;
+            }
         }
         Format::Json => {
             let doc = EngineDiffJson {
@@ -268,9 +283,11 @@ fn on_engine(
                 provenance,
                 target_servers: lists.as_ref().map(|(b, a)| [b.clone(), a.clone()]),
                 sides: rows.json(),
-                keys: key_rows
-                    .as_ref()
-                    .map(|(path, _, rows)| EngineKeysJson { source: path.display().to_string(), sides: rows.json() }),
+                keys: key_rows.as_ref().map(|(path, _, rows)| EngineKeysJson {
+                    source: path.display().to_string(),
+                    sides: rows.json(),
+                    not_hashed_fallback: not_hashed,
+                }),
             };
             json(&mut out, &doc)?;
         }
