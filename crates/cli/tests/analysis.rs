@@ -1142,3 +1142,31 @@ fn migrate_takes_a_target_list_for_its_own_engine() {
     let err = fails(&run(&["migrate", "--config", c, "--to", "kong", "--target-servers", f, "--backends", f], b""));
     assert!(err.contains("--backends and --target-servers both give the engine its servers"), "{err}");
 }
+
+/// Traefik hashes the server's URL as written, Caddy the dial address it forms: a list that writes nginx's
+/// servers as the engine would name them by default gives the figure `compare` gives without a list; a
+/// Traefik URL with another scheme is another name, so another figure.
+#[test]
+fn traefik_and_caddy_hash_the_names_their_lists_give() {
+    let c = conf("names.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let agree = |engine: &str, list: Option<&str>| {
+        let file = list.map(|l| TempFile::new("names-list", l));
+        let mut args = vec!["compare", "--config", c, "--against", engine, "--samples", "3000", "--format", "json"];
+        if let Some(f) = &file {
+            args.extend(["--target-servers", f.to_str().unwrap()]);
+        }
+        json(&run(&args, b""))["uniform"]["agree"].as_u64().unwrap()
+    };
+    let urls = |scheme: &str| {
+        "servers:\n".to_string()
+            + &(1..=5).map(|i| format!("  - url: {scheme}://127.0.0.1:900{i}\n")).collect::<String>()
+    };
+    let plain = agree("traefik", None);
+    assert_eq!(agree("traefik", Some(&urls("http"))), plain);
+    // Traefik names h2c servers `h2c://…` (the port still 9001…). (FNV-1a's low bits depend only on the
+    // input's low bits: `HTTP://` for `http://` leaves every pick as it was.)
+    assert_ne!(agree("traefik", Some(&urls("h2c"))), plain);
+    let caddyfile = ":80 {\n  reverse_proxy http://127.0.0.1:9001 127.0.0.1:9002 {\n    to 127.0.0.1:9003 127.0.0.1:9004 127.0.0.1:9005\n  }\n}\n";
+    assert_eq!(agree("caddy@2.6.2", Some(caddyfile)), agree("caddy@2.6.2", None));
+}
