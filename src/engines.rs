@@ -103,7 +103,8 @@ pub enum EngineError {
 /// `envoy:murmur2,min-ring-size=4096`, `kong:slots=20000`, `traefik`. HAProxy's options: a hash function
 /// (`sdbm`, `djb2`, `wt6`, `crc32`, `none`), `avalanche`, `map-based`, `hash-key=id|addr|addr-port`,
 /// `allbackups`; the default release is the newest modelled. Envoy's: `maglev` and `table-size=N`, or the
-/// ring's `murmur2`, `min-ring-size=N`, `max-ring-size=N` ([`envoy::Policy`]); Kong's: `slots=N`.
+/// ring's `murmur2`, `min-ring-size=N`, `max-ring-size=N` ([`envoy::Policy`]), and for both
+/// `use-hostname-for-hashing` ([`Backend::host_key`]); Kong's: `slots=N`.
 ///
 /// # Example
 ///
@@ -128,8 +129,15 @@ pub enum Engine {
     IngressNginx,
     /// APISIX's `chash` (`apisix`).
     Apisix,
-    /// Envoy's `RING_HASH` or `MAGLEV` (`envoy`, `envoy:maglev`).
-    Envoy(envoy::Policy),
+    /// Envoy's `RING_HASH` or `MAGLEV` (`envoy`, `envoy:maglev`), with the cluster's
+    /// `use_hostname_for_hashing` (`envoy:use-hostname-for-hashing`).
+    Envoy {
+        /// The load balancer and its settings.
+        policy: envoy::Policy,
+        /// `common_lb_config.consistent_hashing_lb_config.use_hostname_for_hashing`: a host without a
+        /// `hash_key` is hashed by its hostname, not its address ([`Backend::host_key`]).
+        use_hostname: bool,
+    },
     /// Kong's `consistent-hashing` over a wheel of `slots` (`kong`, `kong:slots=N`).
     Kong {
         /// The upstream's `slots`.
@@ -147,7 +155,7 @@ impl Engine {
             Engine::Caddy(_) => "caddy",
             Engine::IngressNginx => "ingress-nginx",
             Engine::Apisix => "apisix",
-            Engine::Envoy(_) => "envoy",
+            Engine::Envoy { .. } => "envoy",
             Engine::Kong { .. } => "kong",
             Engine::Traefik => "traefik",
         }
@@ -167,10 +175,10 @@ impl Engine {
                 "kubernetes/ingress-nginx controller-v1.15.1 balancer/chash.lua on lua-resty-balancer chash"
             }
             Engine::Apisix => "apache/apisix 3.18.0 apisix/balancer/chash.lua on lua-resty-balancer chash",
-            Engine::Envoy(envoy::Policy::RingHash { .. }) => {
+            Engine::Envoy { policy: envoy::Policy::RingHash { .. }, .. } => {
                 "envoyproxy/envoy 1.36 ring_hash/ring_hash_lb.cc, key hashed with xxHash64 as a header hash policy does"
             }
-            Engine::Envoy(envoy::Policy::Maglev { .. }) => {
+            Engine::Envoy { policy: envoy::Policy::Maglev { .. }, .. } => {
                 "envoyproxy/envoy 1.36 maglev/maglev_lb.cc, key hashed with xxHash64 as a header hash policy does"
             }
             Engine::Kong { .. } => "Kong/kong 3.9.3 kong/runloop/balancer/consistent_hashing.lua on luaxxhash 1.0.0",
@@ -188,7 +196,7 @@ impl Engine {
             Engine::Caddy(r) => format!("Caddy {r}"),
             Engine::IngressNginx => "ingress-nginx controller-v1.15.1".into(),
             Engine::Apisix => "APISIX 3.18.0".into(),
-            Engine::Envoy(_) => "Envoy 1.36".into(),
+            Engine::Envoy { .. } => "Envoy 1.36".into(),
             Engine::Kong { .. } => "Kong 3.9.3".into(),
             Engine::Traefik => "Traefik v3.7.9".into(),
         }
@@ -204,13 +212,20 @@ impl Engine {
             Engine::HaProxy(options) => {
                 let servers: Vec<haproxy::Server> = backends
                     .iter()
-                    .map(|b| haproxy::Server { weight: b.weight, ..haproxy::Server::new(b.addr) })
+                    .map(|b| haproxy::Server {
+                        weight: b.weight,
+                        backup: b.backup,
+                        disabled: b.disabled,
+                        id: b.id,
+                        ..haproxy::Server::new(b.addr)
+                    })
                     .collect();
                 Model::HaProxy(haproxy::Backend::new(*options, &servers)?)
             }
-            Engine::Caddy(release) => {
-                Model::Caddy(caddy::Pool::new(*release, backends.iter().map(|b| b.addr.to_string())))
-            }
+            Engine::Caddy(release) => Model::Caddy(caddy::Pool::new(
+                *release,
+                backends.iter().map(|b| b.name.clone().unwrap_or_else(|| b.addr.to_string())),
+            )),
             Engine::IngressNginx => {
                 Model::Ring(ingress_nginx::ring(&backends.iter().map(|b| b.addr).collect::<Vec<_>>()))
             }
@@ -220,8 +235,8 @@ impl Engine {
                     names.iter().map(String::as_str).zip(backends.iter().map(|b| b.weight)).collect();
                 Model::Ring(apisix::ring(&nodes))
             }
-            Engine::Envoy(policy) => {
-                let keys: Vec<String> = backends.iter().map(|b| b.addr.to_string()).collect();
+            Engine::Envoy { policy, use_hostname } => {
+                let keys: Vec<String> = backends.iter().map(|b| b.host_key(*use_hostname)).collect();
                 let hosts: Vec<(&[u8], u32)> =
                     keys.iter().map(String::as_bytes).zip(backends.iter().map(|b| b.weight)).collect();
                 Model::Envoy(policy.build(&hosts)?)
@@ -231,9 +246,9 @@ impl Engine {
                     backends.iter().map(|b| kong::Target::ip(b.addr.ip(), b.addr.port(), b.weight)).collect();
                 Model::Kong(kong::Wheel::new(*slots, &targets)?)
             }
-            Engine::Traefik => {
-                Model::Traefik(traefik::Pool::new(backends.iter().map(|b| (traefik::Pool::url(&b.addr), b.weight))))
-            }
+            Engine::Traefik => Model::Traefik(traefik::Pool::new(
+                backends.iter().map(|b| (b.name.clone().unwrap_or_else(|| traefik::Pool::url(&b.addr)), b.weight)),
+            )),
         })
     }
 }
@@ -266,7 +281,12 @@ impl fmt::Display for Engine {
             }
             Engine::Caddy(r) => write!(f, "caddy@{r}"),
             Engine::IngressNginx | Engine::Apisix => f.write_str(self.name()),
-            Engine::Envoy(p) => p.fmt(f),
+            Engine::Envoy { policy, use_hostname: false } => policy.fmt(f),
+            Engine::Envoy { policy, use_hostname: true } => {
+                let p = policy.to_string();
+                let sep = if p.contains(':') { "," } else { ":" };
+                write!(f, "{p}{sep}use-hostname-for-hashing")
+            }
             Engine::Kong { slots } if *slots == kong::DEFAULT_SLOTS => f.write_str("kong"),
             Engine::Kong { slots } => write!(f, "kong:slots={slots}"),
             Engine::Traefik => f.write_str("traefik"),
@@ -337,7 +357,9 @@ impl FromStr for Engine {
             "envoy" => {
                 no_release("envoy")?;
                 let opts = s.split_once(':').map_or("", |(_, o)| o);
-                Ok(Engine::Envoy(opts.parse()?))
+                let use_hostname = opts.split(',').any(|o| o == "use-hostname-for-hashing");
+                let rest: Vec<&str> = opts.split(',').filter(|o| *o != "use-hostname-for-hashing").collect();
+                Ok(Engine::Envoy { policy: rest.join(",").parse()?, use_hostname })
             }
             "kong" => {
                 no_release("kong")?;
@@ -367,19 +389,55 @@ impl FromStr for Engine {
     }
 }
 
-/// One backend as the engine is configured with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One backend as the engine is configured with it: an address and a weight, and what the engine's own
+/// server list may add (read by the command line's `--target-servers`, docs/engines.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Backend {
     /// Its address.
     pub addr: SocketAddr,
     /// Its weight (engines without weights ignore it).
     pub weight: u32,
+    /// The name the engine hashes instead of the address, where its list gives one: Caddy's dial address
+    /// as Caddy forms it (`net.JoinHostPort`), Traefik's server URL as written, Envoy's endpoint
+    /// `hostname` (hashed only with `use_hostname_for_hashing`).
+    pub name: Option<String>,
+    /// Envoy: the endpoint's `filter_metadata."envoy.lb".hash_key` (hashed before anything else when not
+    /// empty).
+    pub hash_key: Option<String>,
+    /// HAProxy: `id N`.
+    pub id: Option<u32>,
+    /// HAProxy: `backup`.
+    pub backup: bool,
+    /// HAProxy: `disabled` (takes an id, never traffic).
+    pub disabled: bool,
 }
 
 impl Backend {
-    /// A backend.
+    /// A backend with no more than an address and a weight.
     pub fn new(addr: SocketAddr, weight: u32) -> Backend {
-        Backend { addr, weight }
+        Backend { addr, weight, name: None, hash_key: None, id: None, backup: false, disabled: false }
+    }
+
+    /// Envoy's host key (`HashingLoadBalancer::hashKey`, `thread_aware_lb_impl.h`): the `hash_key`
+    /// metadata when set and not empty, else the hostname with `use_hostname_for_hashing`, else the
+    /// address as `Address::asString` prints it (`10.0.0.1:80`, `[::1]:80`).
+    ///
+    /// ```
+    /// use nginx_ketama::engines::Backend;
+    ///
+    /// let mut b = Backend::new("10.0.0.1:80".parse().unwrap(), 1);
+    /// assert_eq!(b.host_key(true), ""); // no hostname: Envoy hashes its empty hostname
+    /// b.name = Some("web-1".into());
+    /// assert_eq!((b.host_key(false), b.host_key(true)), ("10.0.0.1:80".into(), "web-1".into()));
+    /// b.hash_key = Some("k1".into());
+    /// assert_eq!(b.host_key(true), "k1");
+    /// ```
+    pub fn host_key(&self, use_hostname: bool) -> String {
+        match (&self.hash_key, &self.name) {
+            (Some(k), _) if !k.is_empty() => k.clone(),
+            (_, name) if use_hostname => name.clone().unwrap_or_default(),
+            _ => self.addr.to_string(),
+        }
     }
 }
 
@@ -401,10 +459,15 @@ pub enum Model {
 }
 
 impl Model {
-    /// The backend (index in the list) `key` goes to; `None` when the engine would not hash it to one.
+    /// The backend (index in the list) `key` goes to; `None` when the engine would not hash it to one
+    /// (Caddy's empty key: not hashed, its fallback policy picks at random).
     pub fn pick(&self, key: &[u8]) -> Option<usize> {
         match self {
             Model::HaProxy(b) => b.pick(key),
+            // An empty key is an absent header, query parameter or cookie: Caddy does not hash it but
+            // asks the policy's fallback (`random` in 2.6.2; the `fallback`, `random` by default, from
+            // 2.7: `HeaderHashSelection.Select`, `QueryHashSelection.Select`), so no one server.
+            Model::Caddy(_) if key.is_empty() => None,
             Model::Caddy(p) => p.pick(key),
             Model::Ring(r) => (!r.is_empty()).then(|| r.pick(key)),
             Model::Envoy(b) => b.pick(key),
@@ -484,6 +547,73 @@ mod tests {
             assert!(docs.contains(&said), "docs/engines.md lacks {said:?}");
             let release = e.modelled_from().rsplit(' ').next().unwrap().to_string();
             assert!(e.source().contains(release.trim_start_matches('v')), "{s}: {release} vs {}", e.source());
+        }
+    }
+
+    /// Envoy's `ring_hash_lb_test.cc` `BasicWithHostname` (hosts `tcp://127.0.0.1:90`…`:95` with
+    /// hostnames `90`…`95`, `use_hostname_for_hashing`, `minimum_ring_size` 12) and
+    /// `BasicWithMetadataHashKey` (the same keys as `envoy.lb` `hash_key`, no hostname option) expect one
+    /// ring: Envoy's entries, reproduced here through [`Backend::host_key`]. A `hash_key` wins over the
+    /// hostname; without the option the hostname is not hashed.
+    #[test]
+    fn envoy_hashes_hash_key_then_hostname_then_address() {
+        let expected: [(u64, usize); 12] = [
+            (1975508444536362413, 5),
+            (2376063919839173711, 5),
+            (2386806903309390596, 3),
+            (6749904478991551885, 4),
+            (6803900775736438537, 3),
+            (7225015537174310577, 2),
+            (8787465352164086522, 0),
+            (11282020843382717940, 2),
+            (13723418369486627818, 1),
+            (13776502110861797421, 0),
+            (14338313586354474791, 1),
+            (15364271037087512980, 4),
+        ];
+        let ring = |engine: &str, backends: &[Backend]| match engine.parse::<Engine>().unwrap().model(backends).unwrap()
+        {
+            Model::Envoy(envoy::Balancer::Ring(r)) => r.entries().collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        let host = |port: u16, name: Option<String>, key: Option<String>| {
+            let mut b = Backend::new(format!("127.0.0.1:{port}").parse().unwrap(), 1);
+            (b.name, b.hash_key) = (name, key);
+            b
+        };
+        let by_hostname: Vec<Backend> = (90..=95).map(|p| host(p, Some(p.to_string()), None)).collect();
+        assert_eq!(ring("envoy:min-ring-size=12,use-hostname-for-hashing", &by_hostname), expected);
+        let by_metadata: Vec<Backend> = (90..=95).map(|p| host(p + 100, None, Some(p.to_string()))).collect();
+        assert_eq!(ring("envoy:min-ring-size=12", &by_metadata), expected);
+        let both: Vec<Backend> = (90..=95).map(|p| host(p, Some(format!("h{p}")), Some(p.to_string()))).collect();
+        assert_eq!(ring("envoy:min-ring-size=12,use-hostname-for-hashing", &both), expected);
+        // Without the option, the hostname is not the key: the address `127.0.0.1:90` is (`Basic`).
+        assert_ne!(ring("envoy:min-ring-size=12", &by_hostname), expected);
+        let plain: Vec<Backend> = (90..=95).map(|p| host(p, None, None)).collect();
+        assert_eq!(ring("envoy:min-ring-size=12", &by_hostname), ring("envoy:min-ring-size=12", &plain));
+        let e: Engine = "envoy:maglev,use-hostname-for-hashing".parse().unwrap();
+        assert_eq!(e.to_string(), "envoy:maglev,use-hostname-for-hashing");
+        assert_eq!(
+            "envoy:use-hostname-for-hashing".parse::<Engine>().unwrap().to_string(),
+            "envoy:use-hostname-for-hashing"
+        );
+    }
+
+    /// Caddy's header, query and cookie policies do not hash an empty value (an absent header): they ask
+    /// the fallback (`random`), so an empty key is not hashed, and a comparison counts it apart.
+    #[test]
+    fn caddy_does_not_hash_an_empty_key() {
+        let up = upstream(&[("10.0.0.1:80", 1), ("10.0.0.2:80", 1), ("10.0.0.3:80", 1)]);
+        let map = PickMap::new(&up);
+        for release in ["caddy@2.6.2", "caddy@2.11.4"] {
+            let engine: Engine = release.parse().unwrap();
+            let model = engine.model(&crate::analysis::compare::engine_backends(&up).unwrap()).unwrap();
+            assert_eq!(model.pick(b""), None, "{release}");
+            assert!(model.pick(b"x").is_some());
+            let keys: [&[u8]; 4] = [b"", b"a", b"", b"b"];
+            let c = Comparison::of_keys(&up, &map, crate::analysis::compare::Against::Engine(engine), keys).unwrap();
+            assert_eq!((c.total, c.not_hashed), (4, 2), "{release}");
+            assert!(c.agree <= 2);
         }
     }
 

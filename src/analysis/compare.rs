@@ -102,11 +102,25 @@ pub enum Method {
     Keys,
 }
 
+/// Which side lists a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listed {
+    /// Both: nginx's server, and (for an engine given its own list) one of the engine's servers has its
+    /// address.
+    Both,
+    /// nginx only: the engine's own list has no server at its address.
+    Nginx,
+    /// The other side only: a server of the engine's own list no nginx peer has.
+    Other,
+}
+
 /// One server's agreement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerAgreement {
     /// The server string.
     pub server: Server,
+    /// Which side lists it.
+    pub listed: Listed,
     /// What nginx sends to it.
     pub nginx: u64,
     /// What the other implementation sends to it.
@@ -153,6 +167,9 @@ pub struct Comparison {
     pub total: u64,
     /// What nginx hands to round-robin (never counted as agreement).
     pub round_robin: u64,
+    /// What the other side does not hash to a server (never agreement): Caddy's empty keys, which its
+    /// fallback policy sends anywhere.
+    pub not_hashed: u64,
     /// For MD5 rings: the agreement expected if the key's CRC32 and MD5 were independent,
     /// `Σ nginx share × other share`, from both rings' exact shares.
     pub expected: Option<f64>,
@@ -218,13 +235,13 @@ impl Comparison {
         let against = Against::Engine(engine);
         if let Some(segments) = side.model.crc32_segments() {
             let other = PickMap::from_segments(map, segments.into_iter().map(|(s, b)| (s, side.owner[b])).collect());
-            let mut acc = Tally::with_extra(map, side.extra);
+            let mut acc = Tally::with_side(map, Some(&side));
             for o in map.merge(&other) {
                 acc.add(o.a, o.b, o.len);
             }
             return Ok(acc.finish(against, Method::Exact, Unit::HashSpace(map.basis()), HASH_SPACE, None));
         }
-        let mut acc = Tally::with_extra(map, side.extra.clone());
+        let mut acc = Tally::with_side(map, Some(&side));
         let mut key = Vec::new();
         for i in 0..keys {
             sample_key(seed, i, &mut key);
@@ -266,7 +283,7 @@ impl Comparison {
         mut each: impl FnMut(&K, Pick, Pick),
     ) -> Result<Comparison, CompareError> {
         let side = EngineSide::new(up, map, engine, backends)?;
-        let mut acc = Tally::with_extra(map, side.extra.clone());
+        let mut acc = Tally::with_side(map, Some(&side));
         let mut total = 0;
         for key in keys {
             let (nginx, other) = (map.pick_key(key.as_ref()), side.pick_key(key.as_ref()));
@@ -575,28 +592,42 @@ impl Other {
 /// Counts agreement per server.
 struct Tally {
     servers: Vec<Server>,
+    listed: Vec<Listed>,
     nginx: Vec<u64>,
     other: Vec<u64>,
     both: Vec<u64>,
     agree: u64,
     round_robin: u64,
+    not_hashed: u64,
 }
 
 impl Tally {
     fn new(map: &PickMap) -> Tally {
-        Tally::with_extra(map, Vec::new())
+        Tally::with_side(map, None)
     }
 
-    /// Counts over nginx's servers, then `extra` ones nginx does not have.
-    fn with_extra(map: &PickMap, extra: Vec<Server>) -> Tally {
+    /// Counts over nginx's servers, then (an engine given its own list) the ones nginx does not have.
+    fn with_side(map: &PickMap, side: Option<&EngineSide>) -> Tally {
+        let extra = side.map(|s| s.extra.clone()).unwrap_or_default();
         let n = map.servers().len() + extra.len();
+        let mut listed = vec![Listed::Both; map.servers().len()];
+        if let Some(side) = side {
+            for (i, l) in listed.iter_mut().enumerate() {
+                if !side.owner.contains(&i) {
+                    *l = Listed::Nginx;
+                }
+            }
+        }
+        listed.extend(extra.iter().map(|_| Listed::Other));
         Tally {
+            listed,
             servers: map.servers().iter().cloned().chain(extra).collect(),
             nginx: vec![0; n],
             other: vec![0; n],
             both: vec![0; n],
             agree: 0,
             round_robin: 0,
+            not_hashed: 0,
         }
     }
 
@@ -605,12 +636,15 @@ impl Tally {
             Pick::Server(s) => self.nginx[s] += n,
             Pick::RoundRobin => self.round_robin += n,
         }
-        if let Pick::Server(o) = other {
-            self.other[o] += n;
-            if nginx == other {
-                self.both[o] += n;
-                self.agree += n;
+        match other {
+            Pick::Server(o) => {
+                self.other[o] += n;
+                if nginx == other {
+                    self.both[o] += n;
+                    self.agree += n;
+                }
             }
+            Pick::RoundRobin => self.not_hashed += n,
         }
     }
 
@@ -621,12 +655,23 @@ impl Tally {
             .enumerate()
             .map(|(i, server)| ServerAgreement {
                 server,
+                listed: self.listed[i],
                 nginx: self.nginx[i],
                 other: self.other[i],
                 both: self.both[i],
             })
             .collect();
-        Comparison { against, method, unit, agree: self.agree, total, round_robin: self.round_robin, expected, servers }
+        Comparison {
+            against,
+            method,
+            unit,
+            agree: self.agree,
+            total,
+            round_robin: self.round_robin,
+            not_hashed: self.not_hashed,
+            expected,
+            servers,
+        }
     }
 }
 

@@ -25,6 +25,9 @@ pub struct EngineDiff {
     /// Of those, keys that move from a server present before and after to another such server: moves no
     /// added or removed server explains (nginx's ring has none when only servers are added or removed).
     pub between_kept: u64,
+    /// Keys the engine does not hash before or after the change (Caddy's empty keys: its fallback policy
+    /// picks anew each time), counted in `total` but neither as kept nor as moved.
+    pub not_hashed: u64,
 }
 
 impl EngineDiff {
@@ -60,10 +63,12 @@ impl EngineDiff {
         let (a, b) = (engine.model(before)?, engine.model(after)?);
         let addr = |list: &[Backend], pick: Option<usize>| pick.map(|i| list[i].addr);
         let kept = |x: SocketAddr| before.iter().any(|b| b.addr == x) && after.iter().any(|b| b.addr == x);
-        let mut d = EngineDiff { method: Method::Exact, total: 0, moved: 0, between_kept: 0 };
+        let mut d = EngineDiff { method: Method::Exact, total: 0, moved: 0, between_kept: 0, not_hashed: 0 };
         let mut add = |from: Option<SocketAddr>, to: Option<SocketAddr>, n: u64| {
             d.total += n;
-            if from != to {
+            if from.is_none() || to.is_none() {
+                d.not_hashed += n;
+            } else if from != to {
                 d.moved += n;
                 if from.is_some_and(kept) && to.is_some_and(kept) {
                     d.between_kept += n;
@@ -117,7 +122,7 @@ impl EngineDiff {
             b: engine.model(after)?,
             before: before.to_vec(),
             after: after.to_vec(),
-            diff: EngineDiff { method: Method::Keys, total: 0, moved: 0, between_kept: 0 },
+            diff: EngineDiff { method: Method::Keys, total: 0, moved: 0, between_kept: 0, not_hashed: 0 },
         })
     }
 }
@@ -140,7 +145,9 @@ impl EngineKeyTally {
         let kept = |x: SocketAddr| self.before.iter().any(|b| b.addr == x) && self.after.iter().any(|b| b.addr == x);
         let d = &mut self.diff;
         d.total += 1;
-        if from != to {
+        if from.is_none() || to.is_none() {
+            d.not_hashed += 1;
+        } else if from != to {
             d.moved += 1;
             if from.is_some_and(kept) && to.is_some_and(kept) {
                 d.between_kept += 1;
@@ -237,14 +244,17 @@ pub fn settings(engine: Engine) -> Vec<Engine> {
                 }
             }
         }
-        Engine::Envoy(_) => {
+        Engine::Envoy { use_hostname, .. } => {
             for hash_function in [envoy::HashFunction::XxHash, envoy::HashFunction::MurmurHash2] {
                 for (min_ring_size, max_ring_size) in ENVOY_RING_SIZES {
-                    add(Engine::Envoy(envoy::Policy::RingHash { min_ring_size, max_ring_size, hash_function }));
+                    add(Engine::Envoy {
+                        policy: envoy::Policy::RingHash { min_ring_size, max_ring_size, hash_function },
+                        use_hostname,
+                    });
                 }
             }
             for table_size in MAGLEV_TABLE_SIZES {
-                add(Engine::Envoy(envoy::Policy::Maglev { table_size }));
+                add(Engine::Envoy { policy: envoy::Policy::Maglev { table_size }, use_hostname });
             }
         }
         Engine::Kong { .. } => {
@@ -261,6 +271,17 @@ pub fn settings(engine: Engine) -> Vec<Engine> {
 mod tests {
     use super::*;
     use crate::engines::Model;
+
+    /// Caddy's empty key is hashed on neither side: counted apart, never as a key that stays.
+    #[test]
+    fn caddy_empty_keys_are_neither_kept_nor_moved() {
+        let mut t = EngineDiff::over_keys("caddy@2.6.2".parse().unwrap(), &servers(3), &servers(4)).unwrap();
+        t.add(b"", b"");
+        t.add(b"a", b"a");
+        let d = t.finish();
+        assert_eq!((d.total, d.not_hashed), (2, 1));
+        assert!(d.moved <= 1);
+    }
 
     fn servers(n: u8) -> Vec<Backend> {
         (1..=n).map(|i| Backend::new(format!("10.0.0.{i}:80").parse().unwrap(), 1)).collect()

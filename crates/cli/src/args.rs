@@ -415,6 +415,19 @@ pub(crate) struct KeyLength {
     pub(crate) key_length: NonZeroUsize,
 }
 
+/// `--target-servers FILE`: the target platform's own server list (`crate::target`), given to the
+/// engine instead of the upstream's peers.
+#[derive(clap::Args)]
+pub(crate) struct TargetServersFile {
+    /// The engine's own server list, in its own format (recognised from the contents): an Envoy EDS
+    /// ClusterLoadAssignment (JSON), a HAProxy backend section, Kong's /upstreams/NAME/targets JSON, APISIX
+    /// upstream nodes, Traefik loadBalancer.servers (YAML or JSON), or a Caddy reverse_proxy line (Caddyfile
+    /// or JSON). Servers are paired with nginx's by address:port; the engine must be the file's
+    /// (docs/engines.md, "The target's own server list").
+    #[arg(long, value_name = "FILE")]
+    pub(crate) target_servers: Option<std::path::PathBuf>,
+}
+
 /// `--keys FILE`, or the keys of the requests of `--requests FILE` or `--log FILE` ([`Traffic`]).
 #[derive(clap::Args)]
 pub(crate) struct KeysFile {
@@ -566,7 +579,8 @@ pub(crate) struct EngineUnderProof {
     /// caddy, every provisioned release (scripts/provision-engines) or the one named as engines/versions
     /// names it (haproxy@3.0.11, haproxy@3.2.x, caddy@2.6). Random topologies (--topologies, default one
     /// of each HAProxy kind, two of each Caddy lb_policy that hashes), random keys (--keys) and keys at both
-    /// ends of every ring segment where the key's hash is computable, seeded by --seed; mismatches go to --mismatches. Exit 0 proven, 1 on mismatches, 2 for
+    /// ends of every ring segment where the key's hash is computable, seeded by --seed; mismatches go to --mismatches; --report junit=FILE|json=FILE writes a suite per
+    /// release and a case per kind of topology (Caddy: per lb_policy) with its requests and mismatches. Exit 0 proven, 1 on mismatches, 2 for
     /// an engine that does not run here (envoy, kong, traefik, ingress-nginx, apisix), 3 when it is not
     /// provisioned.
     #[arg(
@@ -576,7 +590,7 @@ pub(crate) struct EngineUnderProof {
         conflicts_with_all = [
             "config", "upstream", "failure_runs", "backend", "versions", "libc", "nginx", "image", "nginx_dir",
             "shim", "keep_going", "max_servers", "no_ring_proof", "no_failure_kinds", "stream_sessions",
-            "repeat", "reports",
+            "repeat",
         ]
     )]
     pub(crate) engine: Option<EngineTarget>,

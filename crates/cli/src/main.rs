@@ -27,6 +27,7 @@ mod resolve_hosts;
 mod ring;
 mod route;
 mod schema;
+mod target;
 mod traffic;
 
 use clap::{CommandFactory, Parser, Subcommand};

@@ -902,3 +902,271 @@ fn migrate_picture_renders() {
         Err(_) => nginx_ketama_harness::testkit::skip("rsvg-convert is not installed (apt-get install librsvg2-bin)"),
     }
 }
+
+// --- `--target-servers FILE`: the target platform's own server list (docs/engines.md) ---
+
+/// A list that names exactly nginx's peers gives the figures `compare` gives without a list; a list with
+/// one server fewer and one more pairs servers by address:port and says which side lacks which.
+#[test]
+fn compare_reads_the_targets_own_server_list_and_pairs_by_address() {
+    let c = conf("target.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let same = TempFile::new(
+        "same.cfg",
+        "backend app\n  balance url_param k\n  hash-type consistent crc32\n".to_string()
+            + &(1..=5).map(|i| format!("  server s{i} 127.0.0.1:900{i} check\n")).collect::<String>(),
+    );
+    let engine = "haproxy@2.6.12:crc32";
+    let plain = json(&run(&["compare", "--config", c, "--against", engine, "--format", "json"], b""));
+    let listed = json(&run(
+        &[
+            "compare",
+            "--config",
+            c,
+            "--against",
+            engine,
+            "--target-servers",
+            same.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        b"",
+    ));
+    assert_eq!(listed["uniform"]["agree"], plain["uniform"]["agree"]);
+    assert_eq!(listed["endpoints"]["format"], "HAProxy backend");
+    assert_eq!(listed["endpoints"]["backend"], "app");
+    // 9003 gone, 9006 added, weights from the file.
+    let changed = TempFile::new(
+        "changed.cfg",
+        "backend app\n  server a 127.0.0.1:9001 weight 2\n  server b 127.0.0.1:9002\n  server d 127.0.0.1:9004\n  \
+         server e 127.0.0.1:9005\n  server f 127.0.0.1:9006\n",
+    );
+    let f = changed.to_str().unwrap();
+    let doc =
+        json(&run(&["compare", "--config", c, "--against", engine, "--target-servers", f, "--format", "json"], b""));
+    let servers = doc["uniform"]["servers"].as_array().unwrap();
+    let row = |s: &str| servers.iter().find(|r| r["server"] == s).unwrap().clone();
+    assert_eq!(
+        (row("127.0.0.1:9003")["listed"].as_str(), row("127.0.0.1:9003")["other"].as_u64()),
+        (Some("nginx only"), Some(0))
+    );
+    assert_eq!(
+        (row("127.0.0.1:9006")["listed"].as_str(), row("127.0.0.1:9006")["nginx"].as_u64()),
+        (Some("engine only"), Some(0))
+    );
+    assert!(row("127.0.0.1:9006")["other"].as_u64().unwrap() > 0);
+    assert_eq!(row("127.0.0.1:9001")["listed"], "both");
+    // HAProxy's weight 2 on 9001: about twice the others' share (16 nodes per weight unit).
+    let share = |s: &str| row(s)["other"].as_u64().unwrap() as f64;
+    assert!(share("127.0.0.1:9001") > 1.4 * share("127.0.0.1:9002"), "{servers:?}");
+    assert_eq!(servers.iter().map(|s| s["other"].as_u64().unwrap()).sum::<u64>(), 1 << 32);
+    let table = ok(&run(&["compare", "--config", c, "--against", engine, "--target-servers", f], b""));
+    assert!(table.contains(&format!("servers: 5 of HAProxy backend app ({f})\n")), "{table}");
+    assert!(table.contains("only nginx has: 127.0.0.1:9003 "), "{table}");
+    assert!(table.contains("only the engine's list has: 127.0.0.1:9006 "), "{table}");
+}
+
+/// lua-resty-balancer's `t/chash.t` TEST 2: APISIX's ring over IPv4 `ip:port` nodes agrees with nginx's on
+/// every key; read from APISIX's own `nodes` (hash form), the agreement is the whole hash space.
+#[test]
+fn apisix_nodes_of_the_same_servers_agree_everywhere() {
+    let c = conf(
+        "apisix.conf",
+        "upstream app {\n  hash $arg_key consistent;\n  server 127.0.0.1:1985 weight=2;\n  server 127.0.0.1:1986 weight=2;\n  server 127.0.0.1:1987;\n}",
+    );
+    let nodes = TempFile::new(
+        "nodes.json",
+        r#"{"type": "chash", "hash_on": "vars", "key": "arg_key", "nodes": {"127.0.0.1:1985": 2, "127.0.0.1:1986": 2, "127.0.0.1:1987": 1}}"#,
+    );
+    let args = [
+        "compare",
+        "--config",
+        c.to_str().unwrap(),
+        "--against",
+        "apisix",
+        "--target-servers",
+        nodes.to_str().unwrap(),
+    ];
+    let doc = json(&run(&[&args[..], &["--format", "json"]].concat(), b""));
+    assert_eq!(doc["uniform"]["agree"].as_u64(), Some(1 << 32));
+    assert_eq!(doc["endpoints"]["format"], "APISIX upstream nodes");
+}
+
+/// Envoy's EDS with `hash_key` metadata: the key is hashed instead of the address, so naming each host by
+/// its own address string changes nothing, and another key changes the figure; `diff --engine` takes the
+/// lists before and after.
+#[test]
+fn envoy_eds_hash_keys_and_diff_on_the_target_lists() {
+    let c = conf("envoy.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let eds = |ports: &[u16], key: &dyn Fn(u16) -> String| {
+        let eps: Vec<String> = ports
+            .iter()
+            .map(|p| {
+                format!(
+                    r#"{{"endpoint": {{"address": {{"socket_address": {{"address": "127.0.0.1", "port_value": {p}}}}}}},
+                        "metadata": {{"filter_metadata": {{"envoy.lb": {{"hash_key": "{}"}}}}}}}}"#,
+                    key(*p)
+                )
+            })
+            .collect();
+        format!(r#"{{"cluster_name": "app", "endpoints": [{{"lb_endpoints": [{}]}}]}}"#, eps.join(","))
+    };
+    let ports = [9001, 9002, 9003, 9004, 9005];
+    let own = TempFile::new("eds-own.json", eds(&ports, &|p| format!("127.0.0.1:{p}")));
+    let other = TempFile::new("eds-other.json", eds(&ports, &|p| format!("pod-{p}")));
+    let agree = |args: &[&str]| {
+        let doc = json(&run(
+            &[&["compare", "--config", c, "--against", "envoy", "--samples", "4000"], args, &["--format", "json"]]
+                .concat(),
+            b"",
+        ));
+        doc["uniform"]["agree"].as_u64().unwrap()
+    };
+    let plain = agree(&[]);
+    let out = run(&["compare", "--config", c, "--against", "envoy:use-hostname-for-hashing", "--samples", "100"], b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("5 host(s) have no hostname"), "{out:?}");
+    assert_eq!(agree(&["--target-servers", own.to_str().unwrap()]), plain);
+    assert_ne!(agree(&["--target-servers", other.to_str().unwrap()]), plain);
+    // The wrong engine for the list, and diff over two lists.
+    let err = fails(&run(
+        &["compare", "--config", c, "--against", "haproxy", "--target-servers", own.to_str().unwrap()],
+        b"",
+    ));
+    assert!(err.contains("an Envoy EDS ClusterLoadAssignment list is envoy's own"), "{err}");
+    let after = TempFile::new("eds-after.json", eds(&[9001, 9002, 9003, 9004, 9005, 9006], &|p| format!("pod-{p}")));
+    let table = ok(&run(
+        &[
+            "diff",
+            "--from",
+            c,
+            "--engine",
+            "envoy",
+            "--samples",
+            "4000",
+            "--target-servers",
+            other.to_str().unwrap(),
+            "--to-target-servers",
+            after.to_str().unwrap(),
+        ],
+        b"",
+    ));
+    assert!(table.contains("envoy before: servers: 5 of Envoy EDS ClusterLoadAssignment app"), "{table}");
+    assert!(table.contains("envoy after:  servers: 6 of Envoy EDS ClusterLoadAssignment app"), "{table}");
+    let err =
+        fails(&run(&["diff", "--from", c, "--engine", "envoy", "--target-servers", other.to_str().unwrap()], b""));
+    assert!(err.contains("--to-target-servers"), "{err}");
+}
+
+/// Bad `--target-servers` files: the file and the line named, exit 2.
+#[test]
+fn bad_target_server_lists_name_the_file_and_line() {
+    let c = conf("bad-target.conf", FIVE);
+    let c = c.to_str().unwrap();
+    for (engine, text, want) in [
+        (
+            "haproxy",
+            "backend app\n  server a 127.0.0.1:9001\n  server b 127.0.0.1\n",
+            ":3: server 127.0.0.1 has no port",
+        ),
+        ("kong", "{\"data\": [\n  {\"target\": \"web.internal:80\"}\n]}", ":2: \"web.internal\" is not an IP address"),
+        (
+            "envoy",
+            "{\"cluster_name\": \"a\",\n \"endpoint\": []}",
+            ":2:11: not an Envoy ClusterLoadAssignment: unknown field `endpoint`, expected one of `@type`, `clusterName`, `cluster_name`, `endpoints`, `namedEndpoints`, `named_endpoints`, `policy`",
+        ),
+        ("traefik", "servers:\n  - url: http://127.0.0.1:9001\n    wieght: 2\n", "unknown field `wieght`"),
+        ("caddy", ":80 {\n  reverse_proxy\n}\n", ":2: reverse_proxy without upstreams"),
+        ("apisix", "{\"nodes\": {\"127.0.0.1\": 1}}", ":1: server 127.0.0.1 has no port"),
+        ("haproxy", "this is not a list\n", "not JSON, not a HAProxy backend"),
+    ] {
+        let file = TempFile::new("bad-target", text);
+        let f = file.to_str().unwrap();
+        let err = fails(&run(&["compare", "--config", c, "--against", engine, "--target-servers", f], b""));
+        assert!(err.contains(&format!("--target-servers {f}")) && err.contains(want), "{engine}: {err}");
+    }
+}
+
+/// Caddy hashes no empty key (an absent header): `compare --keys` counts them as not hashed, never kept.
+#[test]
+fn caddy_empty_keys_are_not_hashed_but_counted_apart() {
+    let c = conf("caddy-empty.conf", FIVE);
+    let keys = TempFile::new("caddy-keys", "a\n\nb\n\nc\n");
+    let args =
+        ["compare", "--config", c.to_str().unwrap(), "--against", "caddy@2.6.2", "--keys", keys.to_str().unwrap()];
+    let doc = json(&run(&[&args[..], &["--format", "json"]].concat(), b""));
+    assert_eq!((doc["keys"]["total"].as_u64(), doc["keys"]["not_hashed_fallback"].as_u64()), (Some(5), Some(2)));
+    assert!(doc["keys"]["agree"].as_u64().unwrap() <= 3);
+    let table = ok(&run(&args, b""));
+    assert!(table.contains("not hashed: fallback: 2 (40.000%): empty keys"), "{table}");
+    // Stated even when no key is empty, and in migrate's table.
+    let none = TempFile::new("caddy-keys-full", "a\nb\n");
+    let table = ok(&run(
+        &["compare", "--config", c.to_str().unwrap(), "--against", "caddy", "--keys", none.to_str().unwrap()],
+        b"",
+    ));
+    assert!(table.contains("not hashed: fallback: 0 (0.000%)"), "{table}");
+    let table = ok(&run(&["migrate", "--config", c.to_str().unwrap(), "--to", "caddy", "--samples", "500"], b""));
+    assert!(table.contains("caddy: an empty key (no such header, query parameter or cookie) is not hashed"), "{table}");
+    // diff --engine over keys: the empty keys are neither kept nor moved.
+    let grown = conf(
+        "caddy-grown.conf",
+        &FIVE.replace("server 127.0.0.1:9005;", "server 127.0.0.1:9005;\n  server 127.0.0.1:9006;"),
+    );
+    let (from, to) = (c.to_str().unwrap(), grown.to_str().unwrap());
+    let args = ["diff", "--from", from, "--to", to, "--engine", "caddy", "--keys", keys.to_str().unwrap()];
+    let table = ok(&run(&args, b""));
+    assert!(table.contains("not hashed: fallback: 2 of the keys are empty"), "{table}");
+    let doc = json(&run(&[&args[..], &["--format", "json"]].concat(), b""));
+    assert_eq!(doc["keys"]["not_hashed_fallback"], 2);
+}
+
+/// `migrate --target-servers`: the list goes to its own engine only, and one upstream.
+#[test]
+fn migrate_takes_a_target_list_for_its_own_engine() {
+    let c = conf("migrate-target.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let list = TempFile::new(
+        "kong-targets.json",
+        r#"{"data": [{"target": "127.0.0.1:9001", "weight": 100}, {"target": "127.0.0.1:9002", "weight": 100}, {"target": "127.0.0.1:9007", "weight": 100}]}"#,
+    );
+    let f = list.to_str().unwrap();
+    let doc = json(&run(
+        &["migrate", "--config", c, "--to", "kong", "--samples", "2000", "--target-servers", f, "--format", "json"],
+        b"",
+    ));
+    assert!(doc["endpoints"].as_str().unwrap().starts_with("- (Kong upstream targets, "), "{doc}");
+    assert!(!doc["settings"].as_array().unwrap().is_empty());
+    let err = fails(&run(&["migrate", "--config", c, "--to", "kong,haproxy", "--target-servers", f], b""));
+    assert!(err.contains("a Kong upstream targets list is kong's own") && err.contains("not haproxy"), "{err}");
+    let err = fails(&run(&["migrate", "--config", c, "--to", "kong", "--target-servers", f, "--backends", f], b""));
+    assert!(err.contains("--backends and --target-servers both give the engine its servers"), "{err}");
+}
+
+/// Traefik hashes the server's URL as written, Caddy the dial address it forms: a list that writes nginx's
+/// servers as the engine would name them by default gives the figure `compare` gives without a list; a
+/// Traefik URL with another scheme is another name, so another figure.
+#[test]
+fn traefik_and_caddy_hash_the_names_their_lists_give() {
+    let c = conf("names.conf", FIVE);
+    let c = c.to_str().unwrap();
+    let agree = |engine: &str, list: Option<&str>| {
+        let file = list.map(|l| TempFile::new("names-list", l));
+        let mut args = vec!["compare", "--config", c, "--against", engine, "--samples", "3000", "--format", "json"];
+        if let Some(f) = &file {
+            args.extend(["--target-servers", f.to_str().unwrap()]);
+        }
+        json(&run(&args, b""))["uniform"]["agree"].as_u64().unwrap()
+    };
+    let urls = |scheme: &str| {
+        "servers:\n".to_string()
+            + &(1..=5).map(|i| format!("  - url: {scheme}://127.0.0.1:900{i}\n")).collect::<String>()
+    };
+    let plain = agree("traefik", None);
+    assert_eq!(agree("traefik", Some(&urls("http"))), plain);
+    // Traefik names h2c servers `h2c://…` (the port still 9001…). (FNV-1a's low bits depend only on the
+    // input's low bits: `HTTP://` for `http://` leaves every pick as it was.)
+    assert_ne!(agree("traefik", Some(&urls("h2c"))), plain);
+    let caddyfile = ":80 {\n  reverse_proxy http://127.0.0.1:9001 127.0.0.1:9002 {\n    to 127.0.0.1:9003 127.0.0.1:9004 127.0.0.1:9005\n  }\n}\n";
+    assert_eq!(agree("caddy@2.6.2", Some(caddyfile)), agree("caddy@2.6.2", None));
+}

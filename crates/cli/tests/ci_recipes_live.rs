@@ -18,6 +18,16 @@ mod common;
 
 use common::CLI;
 
+/// The first ```sh block after the heading `### {heading}` of docs/ci.md.
+fn shell_recipe(heading: &str) -> String {
+    let doc = std::fs::read_to_string(nginx_ketama_harness::repo_root().join("docs/ci.md")).unwrap();
+    let start = doc.find(&format!("\n### {heading}\n")).unwrap_or_else(|| panic!("no heading {heading:?}"));
+    let rest = &doc[start..];
+    let open = rest.find("\n```sh\n").unwrap_or_else(|| panic!("no sh block after {heading:?}")) + 7;
+    let close = rest[open..].find("\n```\n").unwrap() + open;
+    rest[open..close].to_string()
+}
+
 /// The first ```yaml block after the heading `### {heading}` of docs/ci.md, parsed.
 fn recipe(heading: &str) -> Value {
     let doc = std::fs::read_to_string(nginx_ketama_harness::repo_root().join("docs/ci.md")).unwrap();
@@ -86,12 +96,17 @@ fn scratch(head: &str, nginx_dir: &Path) -> Scratch {
     let tool = work.join("nginx-ketama");
     std::fs::create_dir(&tool).unwrap();
     let root = nginx_ketama_harness::repo_root();
-    for entry in ["scripts", "nginx", "crates", "Cargo.toml", "Cargo.lock"] {
+    for entry in ["scripts", "nginx", "engines", "crates", "Cargo.toml", "Cargo.lock"] {
         std::os::unix::fs::symlink(root.join(entry), tool.join(entry)).unwrap();
     }
     std::os::unix::fs::symlink(nginx_dir, tool.join(".nginx")).unwrap();
     std::fs::create_dir_all(work.join(".tool/bin")).unwrap();
     std::os::unix::fs::symlink(CLI, work.join(".tool/bin/nginx-ketama")).unwrap();
+    // The engines cache as restored: the provisioned builds (provision-engines finds them stamped and
+    // only takes its lock).
+    if let Ok(engines) = std::fs::canonicalize(nginx_ketama_harness::engines::install::default_root()) {
+        std::os::unix::fs::symlink(engines, tool.join(".engines")).unwrap();
+    }
     let (home, temp) = (dir.path().join("home"), dir.path().join("runner-temp"));
     std::fs::create_dir(&home).unwrap();
     std::fs::create_dir(&temp).unwrap();
@@ -117,6 +132,7 @@ fn step(scratch: &Scratch, path: &str, env: &[(&str, String)], bash: &[&str], sc
         // `mktemp` (GitLab's base worktree) makes its directory in the scratch, removed with it.
         .env("TMPDIR", &scratch.temp)
         .env_remove("NGINX_KETAMA_NGINX_DIR")
+        .env_remove("NGINX_KETAMA_ENGINES_DIR")
         .env_remove("NGINX_KETAMA_NO_NAMESPACES");
     for (k, v) in env {
         cmd.env(k, v);
@@ -250,4 +266,38 @@ fn the_gitlab_ci_recipe_runs_as_written() {
         }
         report(&format!("docs/ci.md GitLab CI recipe, {what}: exit {code} as expected"));
     }
+}
+
+/// docs/ci.md, "Proving the engine you migrate to": the block run as written in a pull request's checkout
+/// whose engines cache holds HAProxy 2.6.12; `provision-engines` is a no-op, `verify --engine` proves the
+/// model (exit 0) and writes a JUnit report with a passing case per HAProxy kind, `migrate` prints its table.
+#[test]
+fn the_engine_recipe_runs_as_written() {
+    use nginx_ketama_harness::engines::install::{Live, builds, default_root};
+    // Stamped, so that provision-engines is the no-op the recipe says (it never downloads here).
+    let stamped = default_root().join("haproxy-bookworm/.stamp").is_file();
+    if !stamped || !builds(Live::HaProxy, &default_root()).iter().any(|b| b.release == "2.6.12") {
+        skip(&format!(
+            "ci_recipes_live: no haproxy 2.6.12 under {} — run scripts/provision-engines",
+            default_root().display()
+        ));
+        return;
+    }
+    let script = shell_recipe("Proving the engine you migrate to");
+    assert!(
+        script.contains("verify --engine haproxy@2.6.12") && script.contains("--report junit=reports/"),
+        "{script}"
+    );
+    let (_, head, _) = heads().into_iter().next().unwrap();
+    let scratch = scratch(&head, &Installation::default_root());
+    let (code, out) = step(&scratch, &clean_path(), &[], &["--noprofile", "--norc", "-eo", "pipefail"], &script);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("0 mismatches: the haproxy model picks the server the real haproxy picks"), "{out}");
+    assert!(out.contains("share of keys that keep their server, per setting"), "{out}");
+    let xml = std::fs::read_to_string(scratch.work.join("reports/haproxy.xml"))
+        .unwrap_or_else(|e| panic!("no JUnit report ({e}):\n{out}"));
+    assert!(xml.contains("<testsuite name=\"haproxy 2.6.12\" tests=\"16\" failures=\"0\" errors=\"0\""), "{xml}");
+    assert!(xml.contains("<testcase name=\"consistent crc32\" classname=\"verify-engine.haproxy-2_6_12\">"), "{xml}");
+    assert!(!scratch.work.join("reports/haproxy-mismatches.jsonl").exists());
+    report("docs/ci.md engine recipe: provision no-op, verify --engine haproxy@2.6.12 proven, migrate printed");
 }

@@ -84,6 +84,43 @@ fn outputs() -> Vec<(String, Value)> {
     one(&["diff", "--from", a, "--to", b, "--engine", "envoy", "--samples", "2000"]);
     one(&["migrate", "--config", a, "--to", "apisix,kong", "--samples", "2000"]);
     one(&["migrate", "--config", a, "--to", "ingress-nginx", "--backends", ingress.to_str().unwrap()]);
+    // The target's own lists: an Envoy EDS with a left-out host, a Caddyfile over empty keys.
+    let eds = TempFile::new(
+        "eds.json",
+        r#"{"cluster_name": "app", "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 9001}}}}, {"endpoint": {"address": {"socket_address": {"address": "10.1.0.7", "port_value": 80}}}, "health_status": "DRAINING"}, {"endpoint": {"address": {"socket_address": {"address": "10.1.0.8", "port_value": 80}}}}]}]}"#,
+    );
+    one(&[
+        "compare",
+        "--config",
+        a,
+        "--against",
+        "envoy",
+        "--samples",
+        "2000",
+        "--target-servers",
+        eds.to_str().unwrap(),
+    ]);
+    let caddyfile = TempFile::new("Caddyfile", ":80 {\n  reverse_proxy 127.0.0.1:9001 10.1.0.9:80\n}\n");
+    let empty_keys = TempFile::new("empty-keys", "a\n\nb\n");
+    let (cf, ek) = (caddyfile.to_str().unwrap(), empty_keys.to_str().unwrap());
+    one(&["compare", "--config", a, "--against", "caddy", "--target-servers", cf, "--keys", ek]);
+    one(&["diff", "--from", a, "--to", b, "--engine", "caddy", "--keys", ek]);
+    one(&[
+        "diff",
+        "--from",
+        a,
+        "--to",
+        b,
+        "--engine",
+        "envoy",
+        "--samples",
+        "2000",
+        "--target-servers",
+        eds.to_str().unwrap(),
+        "--to-target-servers",
+        eds.to_str().unwrap(),
+    ]);
+    one(&["migrate", "--config", a, "--to", "envoy", "--samples", "1000", "--target-servers", eds.to_str().unwrap()]);
     // Requests that reach the upstream, that nginx answers itself, and that go elsewhere.
     let sites = TempFile::new(
         "sites.conf",

@@ -201,6 +201,64 @@ fn a_wrong_caddy_model_is_caught() {
     assert!(!file.exists());
 }
 
+/// `verify --engine caddy --report junit=FILE --report json=FILE`: a suite per release and a case per
+/// policy, with its requests; the JSON follows `nginx-ketama/verify/v1` (proof kind `engine`). With
+/// `--wrong-model` every policy's case of the newest release fails with its count of mismatches, and the
+/// run exits 1.
+#[test]
+fn verify_engine_writes_reports_with_a_case_per_policy() {
+    let Some(found) = provisioned(Live::Caddy) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (junit, json) = (dir.path().join("r.xml"), dir.path().join("r.json"));
+    let junit_flag = format!("junit={}", junit.display());
+    let json_flag = format!("json={}", json.display());
+    let m = dir.path().join("m.jsonl");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--engine", "caddy", "--keys", "20", "--mismatches", m.to_str().unwrap()];
+        args.extend(["--report", &junit_flag, "--report", &json_flag]);
+        args.extend(extra);
+        verify(&default_root(), &args)
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(schemas::check(&doc), "nginx-ketama/verify/v1");
+    assert_eq!((doc["proof"]["kind"].as_str(), doc["proof"]["engine"].as_str()), (Some("engine"), Some("caddy")));
+    assert_eq!(doc["verdict"], "proven");
+    let suites = doc["suites"].as_array().unwrap();
+    assert_eq!(suites.len(), found.len());
+    for (suite, build) in suites.iter().zip(&found) {
+        assert_eq!(suite["build"].as_str(), Some(build.release.as_str()));
+        let names: Vec<&str> = suite["cases"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        for policy in caddy_policies(&build.release) {
+            let case =
+                suite["cases"].as_array().unwrap().iter().find(|c| c["name"].as_str().unwrap().starts_with(policy));
+            let case = case.unwrap_or_else(|| panic!("{policy} not in {names:?}"));
+            // Two pools of 20 random keys (and the boundary keys where computable) per policy.
+            assert!(case["requests"].as_u64().unwrap() >= 40, "{case}");
+            assert_eq!(case["result"]["outcome"], "passed");
+        }
+    }
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<testsuite name=\"caddy 2.6.2\"") || !found.iter().any(|b| b.release == "2.6.2"), "{xml}");
+    assert!(xml.contains("classname=\"verify-engine.caddy-"), "{xml}");
+    let newest = found.last().unwrap();
+    let target = format!("caddy@{}", newest.release);
+    let mut args = vec!["--engine", &target, "--keys", "20", "--wrong-model", "--mismatches", m.to_str().unwrap()];
+    args.extend(["--report", &junit_flag, "--report", &json_flag]);
+    let out = verify(&default_root(), &args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(schemas::check(&doc), "nginx-ketama/verify/v1");
+    let cases = doc["suites"][0]["cases"].as_array().unwrap();
+    for policy in caddy_policies(&newest.release) {
+        let case = cases.iter().find(|c| c["name"].as_str().unwrap().starts_with(policy)).unwrap();
+        assert_eq!(case["result"]["outcome"], "failed", "{case}");
+        assert!(case["result"]["mismatches"].as_u64().unwrap() > 0);
+    }
+    assert!(std::fs::read_to_string(&junit).unwrap().contains("routed differently from the real caddy"));
+}
+
 /// Engines that do not run here exit 2 and say so as docs/engines.md does; nothing is started.
 #[test]
 fn an_engine_not_run_here_exits_2_naming_its_source() {

@@ -3,14 +3,15 @@
 
 use super::hottest::{self, Hottest, Place};
 use super::unit_words;
-use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile, Sample};
+use crate::args::{ConfigArgs, FailAgreementBelow, FormatArg, KeysFile, Sample, TargetServersFile};
 use crate::gate::{self, Verdict};
-use crate::ingress::{BackendsFile, Endpoints};
+use crate::ingress::BackendsFile;
 use crate::render::rows::{self, Cell, Column, Rows, percent};
 use crate::render::{Format, json};
 use crate::schema::Schema;
+use crate::target::{ServerList, ServerListJson};
 use anyhow::{Result, bail};
-use nginx_ketama::analysis::compare::{Against, Comparison, Method, wilson};
+use nginx_ketama::analysis::compare::{Against, Comparison, Listed, Method, wilson};
 use nginx_ketama::analysis::{Pick, PickMap};
 use nginx_ketama::engines::Engine;
 use std::io::{BufWriter, Write};
@@ -45,7 +46,8 @@ pub(crate) struct Args {
     /// The other implementation: pingora-ketama (exact), libketama, md5-vnodes (sampled), or a proxy:
     /// haproxy[@2.2.9|2.6.12|3.0.11|3.2.26][:sdbm|djb2|wt6|crc32|none,avalanche,map-based,hash-key=id|addr|addr-port,allbackups],
     /// caddy[@2.6.2|2.11.4], ingress-nginx, apisix,
-    /// envoy[:maglev,table-size=N|murmur2,min-ring-size=N,max-ring-size=N], kong[:slots=N], traefik
+    /// envoy[:maglev,table-size=N|murmur2,min-ring-size=N,max-ring-size=N][,use-hostname-for-hashing],
+    /// kong[:slots=N], traefik
     /// (exact where the proxy hashes the key with CRC-32 on intervals, sampled otherwise; docs/engines.md).
     #[arg(long, value_parser = parse_other, value_name = "IMPLEMENTATION")]
     against: Other,
@@ -53,6 +55,8 @@ pub(crate) struct Args {
     sample: Sample,
     #[command(flatten)]
     backends: BackendsFile,
+    #[command(flatten)]
+    target: TargetServersFile,
     #[command(flatten)]
     keys: KeysFile,
     #[command(flatten)]
@@ -70,33 +74,14 @@ struct CompareJson<'a> {
     /// For a proxy: what its model is read from, and whether it is proven live.
     #[serde(skip_serializing_if = "Option::is_none")]
     provenance: Option<&'a str>,
-    /// With `--backends`: the ingress-nginx backend whose endpoints the engine was given.
+    /// With `--backends` or `--target-servers`: the list the engine was given.
     #[serde(skip_serializing_if = "Option::is_none")]
-    endpoints: Option<EndpointsJson<'a>>,
+    endpoints: Option<ServerListJson>,
     /// Over the hash space: exact (pingora-ketama) or sampled (MD5 rings).
     uniform: &'a Report<'a>,
     /// With `--keys`.
     #[serde(skip_serializing_if = "Option::is_none")]
     keys: Option<&'a Report<'a>>,
-}
-
-/// `--backends`, in the JSON document.
-#[derive(serde::Serialize)]
-struct EndpointsJson<'a> {
-    file: String,
-    backend: &'a str,
-    count: usize,
-}
-
-impl<'a> EndpointsJson<'a> {
-    fn of(e: &'a Endpoints) -> EndpointsJson<'a> {
-        EndpointsJson { file: e.file.display().to_string(), backend: &e.name, count: e.backends.len() }
-    }
-}
-
-/// The line the table shows for `--backends`.
-pub(crate) fn endpoints_line(e: &Endpoints) -> String {
-    format!("endpoints: {} of ingress-nginx backend {} ({})", e.backends.len(), e.name, e.file.display())
 }
 
 /// One comparison (over the hash space, sampled keys or listed keys) as rows: each server's agreement.
@@ -109,7 +94,8 @@ struct Report<'a> {
 
 impl Report<'_> {
     /// `measure` names it in CSV; `other` heads the other implementation's column in the table.
-    fn of<'a>(c: &'a Comparison, measure: &'static str, other: &str) -> Report<'a> {
+    /// With `listed` (an engine given its own server list): a column saying which side lists each server.
+    fn of<'a>(c: &'a Comparison, measure: &'static str, other: &str, listed: bool) -> Report<'a> {
         let mut columns = vec![
             Column::text("measure").not_in_table().not_in_json(),
             Column::text("server"),
@@ -122,6 +108,9 @@ impl Report<'_> {
         let sampled = matches!(c.method, Method::Sampled { .. });
         if sampled {
             columns.push(Column::text("interval").headed("95% interval").not_in_csv());
+        }
+        if listed {
+            columns.push(Column::text("listed"));
         }
         let mut servers = Rows::new(columns);
         for s in &c.servers {
@@ -136,6 +125,9 @@ impl Report<'_> {
             if sampled {
                 let (lo, hi) = wilson(s.both, s.nginx);
                 row.push(Cell::Interval(lo, hi));
+            }
+            if listed {
+                row.push(Cell::Text(listed_word(s.listed).into()));
             }
             servers.push(row);
         }
@@ -155,6 +147,29 @@ impl Report<'_> {
         }
         if c.round_robin > 0 {
             writeln!(out, "nginx hands {} to round-robin ({})", c.round_robin, percent(c.round_robin, c.total))?;
+        }
+        let caddy = matches!(c.against, Against::Engine(Engine::Caddy(_)));
+        if c.not_hashed > 0 || (caddy && c.method == Method::Keys) {
+            writeln!(
+                out,
+                "not hashed: fallback: {} ({}): empty keys (an absent header, query parameter or cookie); Caddy \
+                 hashes none of them but asks its fallback policy (random by default), never counted as kept",
+                c.not_hashed,
+                percent(c.not_hashed, c.total)
+            )?;
+        }
+        let only =
+            |l: Listed| c.servers.iter().filter(|s| s.listed == l).map(|s| s.server.to_string()).collect::<Vec<_>>();
+        let (nginx_only, other_only) = (only(Listed::Nginx), only(Listed::Other));
+        if !nginx_only.is_empty() {
+            writeln!(
+                out,
+                "only nginx has: {} (no server of the engine's list takes traffic at that address)",
+                nginx_only.join(", ")
+            )?;
+        }
+        if !other_only.is_empty() {
+            writeln!(out, "only the engine's list has: {} (no nginx peer at that address)", other_only.join(", "))?;
         }
         self.servers.write_table(out)?;
         if let Some(hot) = &self.hottest {
@@ -184,6 +199,9 @@ impl serde::Serialize for Report<'_> {
             expected_if_independent: Option<f64>,
             /// What nginx hands to round-robin (never agreement).
             round_robin: u64,
+            /// What the other side does not hash (Caddy's empty keys: its fallback policy picks).
+            #[serde(skip_serializing_if = "is_zero")]
+            not_hashed_fallback: u64,
             /// `server`, `nginx`, `other`, `both`, `agreement` (`both / nginx`), `interval` (sampled only).
             servers: rows::Json<'a>,
             /// Over keys, with `--hottest N`.
@@ -207,6 +225,7 @@ impl serde::Serialize for Report<'_> {
             interval: c.interval(c.agree, c.total),
             expected_if_independent: c.expected,
             round_robin: c.round_robin,
+            not_hashed_fallback: c.not_hashed,
             servers: self.servers.json(),
             hottest: self.hottest.as_ref(),
         }
@@ -220,12 +239,27 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let (up, name) = (&loaded.upstream, &loaded.name);
     let map = PickMap::new(up);
     let against = args.against.0;
-    let endpoints = args.backends.read()?;
+    let endpoints = ServerList::read(&args.backends, &args.target)?;
+    if let Against::Engine(Engine::Envoy { use_hostname: true, .. }) = against {
+        let unnamed = match &endpoints {
+            Some(list) => list.backends().iter().filter(|b| b.name.is_none() && b.hash_key.is_none()).count(),
+            None => up.primary().iter().filter(|p| !p.is_down()).count(),
+        };
+        if unnamed > 0 {
+            eprintln!(
+                "nginx-ketama: [warn] {against}: {unnamed} host(s) have no hostname (nor hash_key): Envoy hashes their \
+                 empty hostname, so they share one key (give the hostnames with --target-servers)"
+            );
+        }
+    }
     let uniform = match (against, &endpoints) {
         (Against::Engine(engine), Some(e)) => {
-            Comparison::against_engine_listed(up, &map, engine, &e.backends, args.sample.samples, args.sample.seed)?
+            e.check_engine(&engine)?;
+            Comparison::against_engine_listed(up, &map, engine, e.backends(), args.sample.samples, args.sample.seed)?
         }
-        (_, Some(_)) => bail!("--backends gives a proxy its servers: use it with --against ENGINE, not {against}"),
+        (_, Some(list)) => {
+            bail!("{} gives a proxy its servers: use it with --against ENGINE, not {against}", list.flag())
+        }
         (Against::PingoraKetama, None) => Comparison::exact(up, &map)?,
         (Against::Engine(engine), None) => {
             Comparison::against_engine(up, &map, engine, args.sample.samples, args.sample.seed)?
@@ -245,7 +279,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
         };
         let comparison = match (against, &endpoints) {
             (Against::Engine(engine), Some(e)) => {
-                Comparison::of_keys_listed_each(up, &map, engine, &e.backends, keys, each)
+                Comparison::of_keys_listed_each(up, &map, engine, e.backends(), keys, each)
             }
             _ => Comparison::of_keys_each(up, &map, against, keys, each),
         };
@@ -256,9 +290,10 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
         None => None,
     };
     let other = against.to_string();
-    let report = Report::of(&uniform, "uniform", &other);
+    let listed = endpoints.is_some();
+    let report = Report::of(&uniform, "uniform", &other, listed);
     let over_keys = keys.as_ref().map(|(path, (k, counter))| {
-        let mut report = Report::of(k, "keys", &other);
+        let mut report = Report::of(k, "keys", &other, listed);
         report.hottest = counter.as_ref().map(|(n, counter)| {
             let places =
                 vec![Place { json: "nginx", heading: "nginx".into() }, Place { json: "other", heading: other.clone() }];
@@ -295,7 +330,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                     writeln!(out, "{}", provenance(&engine))?;
                 }
                 if let Some(e) = &endpoints {
-                    writeln!(out, "{}", endpoints_line(e))?;
+                    writeln!(out, "{}", e.line())?;
                 }
                 report.write_table(&mut out)?;
                 if let Some((path, k)) = &over_keys {
@@ -313,7 +348,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                     upstream: name,
                     against: &other,
                     provenance: provenance.as_deref(),
-                    endpoints: endpoints.as_ref().map(EndpointsJson::of),
+                    endpoints: endpoints.as_ref().map(ServerList::json),
                     uniform: &report,
                     keys: over_keys.as_ref().map(|(_, k)| k),
                 };
@@ -338,4 +373,17 @@ pub(crate) fn provenance(engine: &Engine) -> String {
         "not proven live"
     };
     format!("{engine}: modelled from {}; {live}", engine.source())
+}
+
+/// `both`, `nginx only`, `engine only`.
+pub(crate) fn listed_word(l: Listed) -> &'static str {
+    match l {
+        Listed::Both => "both",
+        Listed::Nginx => "nginx only",
+        Listed::Other => "engine only",
+    }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

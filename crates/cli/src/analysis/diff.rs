@@ -86,6 +86,12 @@ pub(crate) struct Args {
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine,
           conflicts_with_all = ["failed", "hottest", "svg", "fail_moved_above"])]
     engine: Option<Engine>,
+    #[command(flatten)]
+    target: args::TargetServersFile,
+    /// With --engine and --target-servers FILE (the engine's own server list before the change): the
+    /// engine's own list after it, in the same format.
+    #[arg(long, value_name = "FILE", requires = "target_servers")]
+    to_target_servers: Option<PathBuf>,
     /// With --engine, when sampled: how many random keys.
     #[arg(long, default_value_t = 100_000, requires = "engine")]
     samples: u64,
@@ -129,6 +135,9 @@ struct EngineDiffJson<'a> {
     engine: String,
     /// What the engine's model is read from, and whether it is proven live.
     provenance: String,
+    /// With `--target-servers` and `--to-target-servers`: the engine's own lists before and after.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    target_servers: Option<[String; 2]>,
     /// `nginx` first (exact), then the engine.
     sides: rows::Json<'a>,
     /// With `--keys`, `--requests` or `--log`: both over those keys.
@@ -143,6 +152,13 @@ struct EngineKeysJson<'a> {
     source: String,
     /// `nginx` first, then the engine, both counted over the keys.
     sides: rows::Json<'a>,
+    /// Keys the engine hashes on neither side (Caddy's empty keys): neither kept nor moved.
+    #[serde(skip_serializing_if = "is_zero")]
+    not_hashed_fallback: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `diff --engine`: nginx's moves (exact) and the engine's (exact or sampled) for the same change, one
@@ -154,8 +170,28 @@ fn on_engine(
     (to, b): (&Loaded, &PickMap),
     diff: &Diff,
 ) -> Result<Verdict> {
-    let before = engine_backends(&from.upstream)?;
-    let after = engine_backends(&to.upstream)?;
+    let (before, after, lists) = match (&args.target.target_servers, &args.to_target_servers) {
+        (Some(b), Some(a)) => {
+            let (b, a) = (crate::target::read(b)?, crate::target::read(a)?);
+            for list in [&b, &a] {
+                if list.format != b.format {
+                    anyhow::bail!(
+                        "--to-target-servers {}: a {} list, but --target-servers is a {} list",
+                        a.file.display(),
+                        a.format.describe(),
+                        b.format.describe()
+                    );
+                }
+            }
+            let (bl, al) = (crate::target::ServerList::Target(b), crate::target::ServerList::Target(a));
+            bl.check_engine(&engine)?;
+            (bl.backends().to_vec(), al.backends().to_vec(), Some((bl.line(), al.line())))
+        }
+        (Some(_), None) => anyhow::bail!(
+            "--target-servers gives the engine's list before the change: give the list after it with --to-target-servers"
+        ),
+        _ => (engine_backends(&from.upstream)?, engine_backends(&to.upstream)?, None),
+    };
     let theirs = EngineDiff::of(engine, &before, &after, args.samples, args.seed)?;
     // Real keys: nginx's moves and the engine's over the same keys, in one pass.
     let tally = EngineDiff::over_keys(engine, &before, &after)?;
@@ -205,6 +241,7 @@ fn on_engine(
     };
     side(&mut rows, "nginx".into(), Method::Exact, diff.total, diff.moved, nginx_between_kept(diff, a, b));
     side(&mut rows, engine.to_string(), theirs.method, theirs.total, theirs.moved, theirs.between_kept);
+    let not_hashed = over_keys.as_ref().map_or(0, |(_, (_, theirs))| theirs.not_hashed);
     let key_rows = over_keys.map(|(path, (nginx, theirs))| {
         let mut rows = Rows::new(columns());
         let kept = nginx_between_kept(&nginx, a, b);
@@ -219,11 +256,22 @@ fn on_engine(
             writeln!(out, "from {}", describe(&args.from, from))?;
             writeln!(out, "to   {}", describe(args.to_path(), to))?;
             writeln!(out, "{provenance}")?;
+            if let Some((before, after)) = &lists {
+                writeln!(out, "{engine} before: {before}")?;
+                writeln!(out, "{engine} after:  {after}")?;
+            }
             writeln!(out, "between kept: keys moved from a server present before and after to another such server")?;
             rows.write_table(&mut out)?;
             if let Some((path, total, rows)) = &key_rows {
                 writeln!(out, "\nover the {total} keys of {}:", path.display())?;
                 rows.write_table(&mut out)?;
+            }
+            if not_hashed > 0 {
+                writeln!(
+                    out,
+                    "not hashed: fallback: {not_hashed} of the keys are empty: {engine} hashes none of them (its \
+                     fallback policy picks anew), counted neither as kept nor as moved"
+                )?;
             }
         }
         Format::Json => {
@@ -233,10 +281,13 @@ fn on_engine(
                 to: SideJson::of(args.to_path(), to, b),
                 engine: engine.to_string(),
                 provenance,
+                target_servers: lists.as_ref().map(|(b, a)| [b.clone(), a.clone()]),
                 sides: rows.json(),
-                keys: key_rows
-                    .as_ref()
-                    .map(|(path, _, rows)| EngineKeysJson { source: path.display().to_string(), sides: rows.json() }),
+                keys: key_rows.as_ref().map(|(path, _, rows)| EngineKeysJson {
+                    source: path.display().to_string(),
+                    sides: rows.json(),
+                    not_hashed_fallback: not_hashed,
+                }),
             };
             json(&mut out, &doc)?;
         }
@@ -391,6 +442,9 @@ impl serde::Serialize for Report<'_> {
 
 pub(crate) fn run(args: &Args) -> Result<Verdict> {
     let n = args.keys.hottest(args.format.format)?;
+    if args.engine.is_none() && args.target.target_servers.is_some() {
+        anyhow::bail!("--target-servers gives an engine its servers: use it with --engine ENGINE");
+    }
     let to_path = args.to_path();
     let from = args.load(&args.from, args.upstream.as_deref(), args.from_version, args.from_libc)?;
     let to_upstream = args.to_upstream.as_deref().or(args.upstream.as_deref());

@@ -1,13 +1,14 @@
 //! `nginx-ketama migrate`: per hash upstream of a configuration and per proxy, the share of keys that keep
 //! their server under each setting tried (`nginx_ketama::analysis::migrate::settings`), and the best.
 
-use super::compare::{endpoints_line, provenance};
-use crate::args::{ConfigArgs, FormatArg, Sample, SvgFile};
+use super::compare::provenance;
+use crate::args::{ConfigArgs, FormatArg, Sample, SvgFile, TargetServersFile};
 use crate::gate::Verdict;
 use crate::ingress::BackendsFile;
 use crate::render::rows::{self, Cell, Column, Rows};
 use crate::render::{Format, json, svg};
 use crate::schema::Schema;
+use crate::target::ServerList;
 use anyhow::{Result, bail};
 use nginx_ketama::analysis::PickMap;
 use nginx_ketama::analysis::compare::{CompareError, Comparison, Method, wilson};
@@ -36,6 +37,11 @@ fn parse_target(s: &str) -> Result<Vec<Engine>, String> {
     Ok(vec![engine])
 }
 
+/// What the table says of Caddy's empty keys (random keys are never empty, so none is counted here).
+pub(crate) const CADDY_EMPTY_KEY: &str = "caddy: an empty key (no such header, query parameter or cookie) is not hashed: \
+     Caddy's fallback policy (random by default) picks, so such requests keep nothing; the random keys counted here \
+     are never empty (compare --keys counts real ones)";
+
 /// `migrate`'s arguments.
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -50,6 +56,8 @@ pub(crate) struct Args {
     sample: Sample,
     #[command(flatten)]
     backends: BackendsFile,
+    #[command(flatten)]
+    target: TargetServersFile,
     #[command(flatten)]
     format: FormatArg,
     #[command(flatten)]
@@ -84,7 +92,8 @@ struct MigrateJson<'a> {
     config: String,
     samples: u64,
     seed: u64,
-    /// With `--backends`: the ingress-nginx backend whose endpoints every engine was given.
+    /// With `--backends`: the ingress-nginx backend whose endpoints every engine was given; with
+    /// `--target-servers`: the list's name, its format and the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     endpoints: Option<String>,
     /// Each engine tried, what its model is read from and whether it is proven live.
@@ -135,10 +144,18 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     if upstreams.is_empty() {
         bail!("{}: no upstream uses hash: nothing to migrate", args.config.path().display());
     }
-    let endpoints = args.backends.read()?;
+    let endpoints = ServerList::read(&args.backends, &args.target)?;
     if endpoints.is_some() && upstreams.len() > 1 {
         let names: Vec<&str> = upstreams.iter().map(|(n, _)| n.as_str()).collect();
-        bail!("--backends gives one upstream's endpoints: choose it with --upstream ({})", names.join(", "));
+        bail!(
+            "--backends and --target-servers give one upstream's servers: choose it with --upstream ({})",
+            names.join(", ")
+        );
+    }
+    if let Some(list) = &endpoints {
+        for e in &engines {
+            list.check_engine(e)?;
+        }
     }
     let mut tried: Vec<Tried> = Vec::new();
     let mut skipped: Vec<SkippedJson> = Vec::new();
@@ -153,7 +170,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                         up,
                         &map,
                         setting,
-                        &e.backends,
+                        e.backends(),
                         args.sample.samples,
                         args.sample.seed,
                     ),
@@ -191,6 +208,7 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
     if let Some(path) = &args.svg.svg {
         let mut inputs = config.files().to_vec();
         inputs.extend(args.backends.backends.clone());
+        inputs.extend(args.target.target_servers.clone());
         let title = format!("Leaving nginx: {}", args.config.path().display());
         svg::write(path, &svg::migrate_svg(&tried, &title), inputs)?;
     }
@@ -207,9 +225,12 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
             }
             for &e in &engines {
                 writeln!(out, "{}", provenance(&e))?;
+                if e.name() == "caddy" {
+                    writeln!(out, "{}", CADDY_EMPTY_KEY)?;
+                }
             }
             if let Some(e) = &endpoints {
-                writeln!(out, "{}", endpoints_line(e))?;
+                writeln!(out, "{}", e.line())?;
             }
             for s in &skipped {
                 writeln!(out, "upstream {}: left out: {}", s.upstream, s.reason)?;
@@ -225,7 +246,12 @@ pub(crate) fn run(args: &Args) -> Result<Verdict> {
                 config: args.config.path().display().to_string(),
                 samples: args.sample.samples,
                 seed: args.sample.seed,
-                endpoints: endpoints.as_ref().map(|e| format!("{} ({})", e.name, e.file.display())),
+                endpoints: endpoints.as_ref().map(|e| match e {
+                    ServerList::Ingress(i) => format!("{} ({})", i.name, i.file.display()),
+                    ServerList::Target(t) => {
+                        format!("{} ({}, {})", t.name.as_deref().unwrap_or("-"), t.format.describe(), t.file.display())
+                    }
+                }),
                 engines: engines
                     .iter()
                     .map(|e| EngineJson { engine: e.to_string(), provenance: provenance(e) })

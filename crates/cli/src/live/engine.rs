@@ -3,6 +3,7 @@
 //! release, the mismatches in `--mismatches` as `verify` writes nginx's.
 
 use super::findings::{Run, save_lines};
+use super::report::{Case, Counts, Implementation, Outcome, Proof, Report, Suite};
 use super::verify_args::VerifyArgs;
 use crate::args::EngineTarget;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -113,6 +114,17 @@ pub(crate) fn verify_engine(args: &VerifyArgs, target: &EngineTarget) -> Verdict
     let lines: Vec<serde_json::Value> =
         mismatches.iter().map(|(r, m)| line(args, engine, &r.release, m, options.model)).collect();
     save_lines(args, &lines, verdict);
+    let verdict = if args.reports.is_empty() {
+        verdict
+    } else {
+        let report = report(args, engine, &reports, &faults, !lines.is_empty());
+        let options = super::verify::report_options(&super::findings::mismatch_file_options(args));
+        match report.write_all(&args.reports, verdict, &options) {
+            // A proof whose report is lost does not pass a pipeline that reads the report.
+            false if verdict == Verdict::Proven => Verdict::HarnessFault,
+            _ => verdict,
+        }
+    };
     match verdict {
         Verdict::Proven => println!(
             "0 mismatches: the {engine} model picks the server the real {engine} picks on every request above."
@@ -121,6 +133,78 @@ pub(crate) fn verify_engine(args: &VerifyArgs, target: &EngineTarget) -> Verdict
         _ => {}
     }
     verdict
+}
+
+/// The `--report` of an engine run: a suite per release, a case per kind of topology (HAProxy's hash
+/// types, Caddy's policies) with its topologies, requests and mismatches; a release that could not be
+/// proven is a suite with one error.
+fn report(
+    args: &VerifyArgs,
+    engine: Live,
+    reports: &[ReleaseReport],
+    faults: &[proof::ProofError],
+    mismatch_file: bool,
+) -> Report {
+    let mut suites: Vec<Suite> = reports
+        .iter()
+        .map(|r| Suite {
+            build: r.release.clone(),
+            description: format!("{engine} {} ({} topologies, {} requests)", r.release, r.topologies, r.requests),
+            run: None,
+            cases: r
+                .kinds
+                .iter()
+                .map(|k| {
+                    let replay = replay_release(args, engine, &r.release);
+                    Case {
+                        name: k.kind.clone(),
+                        detail: Some(format!("{} topologies", k.topologies)),
+                        counts: Counts { requests: k.requests, ..Counts::default() },
+                        outcome: if k.mismatches == 0 {
+                            Outcome::Passed { replay }
+                        } else {
+                            Outcome::Failed { total: k.mismatches, shown: Vec::new(), replay }
+                        },
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    for e in faults {
+        suites.push(Suite {
+            build: e.at.clone(),
+            description: format!("{engine}: not proven"),
+            run: None,
+            cases: vec![Case {
+                name: "start".into(),
+                detail: None,
+                counts: Counts::default(),
+                outcome: Outcome::Error { cause: e.cause.to_string(), replay: None },
+            }],
+        });
+    }
+    Report {
+        proof: Proof::Engine(engine.name().to_string()),
+        implementation: Implementation::Library,
+        seed: args.seed,
+        suites,
+        mismatches_file: mismatch_file.then(|| args.mismatches.clone()),
+    }
+}
+
+/// The command that runs one release again, every topology.
+fn replay_release(args: &VerifyArgs, engine: Live, release: &str) -> String {
+    let mut cmd = format!("nginx-ketama verify --engine {engine}@{release} --seed {}", args.seed);
+    if let Some(n) = args.topologies {
+        cmd += &format!(" --topologies {n}");
+    }
+    if let Some(n) = args.keys {
+        cmd += &format!(" --keys {n}");
+    }
+    if args.engine.wrong_model {
+        cmd += " --wrong-model";
+    }
+    cmd
 }
 
 /// `--only I` must name a topology of every release run.

@@ -144,6 +144,9 @@ pub(crate) enum Proof {
     Topologies,
     /// The upstreams of a configuration (`verify --config FILE`).
     Config(PathBuf),
+    /// Another proxy's model against the real engine (`verify --engine ENGINE`): a suite per release, a
+    /// case per kind of topology (a HAProxy hash type, a Caddy policy).
+    Engine(String),
 }
 
 /// A whole report: every suite (one per build, and per run with `--repeat`) with its cases, and the verdict
@@ -299,23 +302,28 @@ impl Totals {
 }
 
 impl Suite {
-    fn name(&self) -> String {
+    fn name(&self, proof: &Proof) -> String {
+        let build = match proof {
+            Proof::Engine(engine) => format!("{engine} {}", self.build),
+            _ => format!("nginx {}", self.build),
+        };
         match self.run {
-            Some(run) => format!("nginx {}, run {run}", self.build),
-            None => format!("nginx {}", self.build),
+            Some(run) => format!("{build}, run {run}"),
+            None => build,
         }
     }
 
     /// JUnit's class name: `verify.nginx-1_26_3` (dots would split it into packages), with the run.
     fn classname(&self, proof: &Proof) -> String {
-        let command = match proof {
-            Proof::Topologies => "verify",
-            Proof::Config(_) => "verify-config",
+        let (command, what) = match proof {
+            Proof::Topologies => ("verify", "nginx"),
+            Proof::Config(_) => ("verify-config", "nginx"),
+            Proof::Engine(engine) => ("verify-engine", engine.as_str()),
         };
         let build = self.build.replace('.', "_");
         match self.run {
-            Some(run) => format!("{command}.run{run}.nginx-{build}"),
-            None => format!("{command}.nginx-{build}"),
+            Some(run) => format!("{command}.run{run}.{what}-{build}"),
+            None => format!("{command}.{what}-{build}"),
         }
     }
 }
@@ -358,7 +366,7 @@ impl Report {
             let _ = writeln!(
                 out,
                 "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">",
-                attr(&suite.name()),
+                attr(&suite.name(&self.proof)),
                 t.tests,
                 t.failures,
                 t.errors,
@@ -380,6 +388,9 @@ impl Report {
             ];
             if let Proof::Config(file) = &self.proof {
                 properties.push(("config", file.display().to_string()));
+            }
+            if let Proof::Engine(engine) = &self.proof {
+                properties.push(("engine", engine.clone()));
             }
             if let Some(file) = &self.mismatches_file {
                 properties.push(("mismatch file", file.display().to_string()));
@@ -425,8 +436,12 @@ impl Report {
         match &case.outcome {
             Outcome::Passed { .. } => {}
             Outcome::Failed { total, shown, replay } => {
+                let by = match &self.proof {
+                    Proof::Engine(engine) => format!("the real {engine}"),
+                    _ => "nginx".to_string(),
+                };
                 let message =
-                    format!("{total} of {} requests routed differently from nginx", case.counts.requests.max(*total));
+                    format!("{total} of {} requests routed differently from {by}", case.counts.requests.max(*total));
                 let mut body = String::new();
                 for s in shown {
                     let _ = writeln!(
@@ -536,6 +551,7 @@ impl Report {
         let proof = match &self.proof {
             Proof::Topologies => json!({"kind": "topologies"}),
             Proof::Config(file) => json!({"kind": "config", "file": file.display().to_string()}),
+            Proof::Engine(engine) => json!({"kind": "engine", "engine": engine}),
         };
         json!({
             "schema": crate::schema::VERIFY,

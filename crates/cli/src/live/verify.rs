@@ -37,6 +37,6 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
 }
 
 /// How `--report` files are written: as the mismatch file, but into directories that exist.
-fn report_options(mismatches: &nginx_ketama_output::Options) -> nginx_ketama_output::Options {
+pub(crate) fn report_options(mismatches: &nginx_ketama_output::Options) -> nginx_ketama_output::Options {
     nginx_ketama_output::Options { create_dirs: false, ..mismatches.clone() }
 }

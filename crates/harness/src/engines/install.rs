@@ -51,10 +51,20 @@ pub struct Build {
 
 /// Where `scripts/provision-engines` puts its trees: `$NGINX_KETAMA_ENGINES_DIR`, else `.engines/` in this
 /// repository.
+///
+/// A relative `$NGINX_KETAMA_ENGINES_DIR` is taken from the current directory and made absolute here: the
+/// engines run in scratch directories of their own, where a relative `run` would not be found (docs/ci.md's
+/// engine recipe sets `NGINX_KETAMA_ENGINES_DIR=nginx-ketama/.engines`).
 pub fn default_root() -> PathBuf {
-    std::env::var_os("NGINX_KETAMA_ENGINES_DIR")
+    let root = std::env::var_os("NGINX_KETAMA_ENGINES_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| crate::repo_root().join(".engines"))
+        .unwrap_or_else(|| crate::repo_root().join(".engines"));
+    if root.is_relative()
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(root);
+    }
+    root
 }
 
 /// Why the builds asked for cannot be run.
