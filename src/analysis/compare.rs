@@ -235,13 +235,13 @@ impl Comparison {
         let against = Against::Engine(engine);
         if let Some(segments) = side.model.crc32_segments() {
             let other = PickMap::from_segments(map, segments.into_iter().map(|(s, b)| (s, side.owner[b])).collect());
-            let mut acc = Tally::with_side(map, Some(&side));
+            let mut acc = Tally::with_side(map, Some(&side.owner), side.extra.clone());
             for o in map.merge(&other) {
                 acc.add(o.a, o.b, o.len);
             }
             return Ok(acc.finish(against, Method::Exact, Unit::HashSpace(map.basis()), HASH_SPACE, None));
         }
-        let mut acc = Tally::with_side(map, Some(&side));
+        let mut acc = Tally::with_side(map, Some(&side.owner), side.extra.clone());
         let mut key = Vec::new();
         for i in 0..keys {
             sample_key(seed, i, &mut key);
@@ -283,7 +283,7 @@ impl Comparison {
         mut each: impl FnMut(&K, Pick, Pick),
     ) -> Result<Comparison, CompareError> {
         let side = EngineSide::new(up, map, engine, backends)?;
-        let mut acc = Tally::with_side(map, Some(&side));
+        let mut acc = Tally::with_side(map, Some(&side.owner), side.extra.clone());
         let mut total = 0;
         for key in keys {
             let (nginx, other) = (map.pick_key(key.as_ref()), side.pick_key(key.as_ref()));
@@ -603,17 +603,17 @@ struct Tally {
 
 impl Tally {
     fn new(map: &PickMap) -> Tally {
-        Tally::with_side(map, None)
+        Tally::with_side(map, None, Vec::new())
     }
 
-    /// Counts over nginx's servers, then (an engine given its own list) the ones nginx does not have.
-    fn with_side(map: &PickMap, side: Option<&EngineSide>) -> Tally {
-        let extra = side.map(|s| s.extra.clone()).unwrap_or_default();
+    /// Counts over nginx's servers, then (an engine given its own list: `owner`, each of its backends' server
+    /// index) the `extra` servers nginx does not have.
+    fn with_side(map: &PickMap, owner: Option<&[usize]>, extra: Vec<Server>) -> Tally {
         let n = map.servers().len() + extra.len();
         let mut listed = vec![Listed::Both; map.servers().len()];
-        if let Some(side) = side {
+        if let Some(owner) = owner {
             for (i, l) in listed.iter_mut().enumerate() {
-                if !side.owner.contains(&i) {
+                if !owner.contains(&i) {
                     *l = Listed::Nginx;
                 }
             }
