@@ -118,7 +118,7 @@ pub(crate) fn verify_engine(args: &VerifyArgs, target: &EngineTarget) -> Verdict
         verdict
     } else {
         let report = report(args, engine, &reports, &faults, !lines.is_empty());
-        let options = super::verify::report_options(&super::findings::mismatch_file_options(args));
+        let options = super::report::options(&super::findings::mismatch_file_options(args));
         match report.write_all(&args.reports, verdict, &options) {
             // A proof whose report is lost does not pass a pipeline that reads the report.
             false if verdict == Verdict::Proven => Verdict::HarnessFault,

@@ -64,6 +64,11 @@ impl ReportTarget {
     }
 }
 
+/// How `--report` files are written: as the mismatch file (`mismatches`), but into directories that exist.
+pub(crate) fn options(mismatches: &Options) -> Options {
+    Options { create_dirs: false, ..mismatches.clone() }
+}
+
 /// Checks every `--report` path before any work starts: no two the same, none the mismatch file, each one
 /// `nginx_ketama_output` would write (not a directory, not an input of the command) in a directory that
 /// exists and takes a new file.

@@ -16,7 +16,7 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
         eprintln!("nginx-ketama: --mismatches: {e}");
         return Verdict::Usage;
     }
-    if let Err(message) = super::report::check(&args.reports, &args.mismatches, &report_options(&options)) {
+    if let Err(message) = super::report::check(&args.reports, &args.mismatches, &super::report::options(&options)) {
         eprintln!("nginx-ketama: {message}");
         return Verdict::Usage;
     }
@@ -28,15 +28,10 @@ pub(crate) fn verify(args: &VerifyArgs) -> Verdict {
         None => super::sweep::sweep(args),
     };
     match report {
-        Some(report) if !report.write_all(&args.reports, verdict, &report_options(&options)) => {
+        Some(report) if !report.write_all(&args.reports, verdict, &super::report::options(&options)) => {
             // A proof whose report is lost does not pass a pipeline that reads the report.
             if verdict == Verdict::Proven { Verdict::HarnessFault } else { verdict }
         }
         _ => verdict,
     }
-}
-
-/// How `--report` files are written: as the mismatch file, but into directories that exist.
-pub(crate) fn report_options(mismatches: &nginx_ketama_output::Options) -> nginx_ketama_output::Options {
-    nginx_ketama_output::Options { create_dirs: false, ..mismatches.clone() }
 }
