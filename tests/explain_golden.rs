@@ -8,10 +8,9 @@ use nginx_ketama::analysis::explain::{Landing, explain, explain_with};
 use nginx_ketama::failure::ClientRequest;
 use nginx_ketama::worker::{Step, Verdict};
 use nginx_ketama::{Method, Status, Upstream, Worker};
-use nginx_ketama_harness::golden::{Record, Run, load_records, records_dir, upstream_of_peers};
+use nginx_ketama_harness::golden::{PeerAnswers, Record, Run, load_records, records_dir, upstream_of_peers};
 use nginx_ketama_harness::run::parity::RUN_CLOCK;
-use nginx_ketama_harness::site::failures::{Answer, Connections};
-use std::collections::BTreeSet;
+use nginx_ketama_harness::site::failures::Connections;
 
 /// The attempts a trace records, in order.
 fn attempts_of(steps: &[Step]) -> Vec<nginx_ketama::PeerId> {
@@ -97,24 +96,13 @@ fn explain_reproduces_every_golden_vector() {
     assert!(failures.is_empty(), "{} differ:\n{}", failures.len(), failures[..failures.len().min(20)].join("\n"));
 }
 
-/// How an attempt at a peer of a recorded group ends, on a worker holding `connections`.
-fn reply<'a>(
-    refusing: &'a BTreeSet<&str>,
-    answers: &'a std::collections::BTreeMap<&str, Answer>,
-    connections: &'a mut Connections,
-) -> impl FnMut(&nginx_ketama::Peer) -> nginx_ketama::failure::Reply + 'a {
-    move |p| connections.reply(p.name(), refusing.contains(p.name()), answers.get(p.name()).copied())
-}
-
 fn replay(record: &Record, run: &Run, checked: &mut usize, walked: &mut usize) -> Vec<String> {
     let up = upstream_of_peers(record.method, run.nginx, run.c_library(), &run.peers).unwrap();
-    let refusing: BTreeSet<&str> = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.as_str()).collect();
-    let refuses = |p: &nginx_ketama::Peer| refusing.contains(p.name());
+    let answers = PeerAnswers::of(run);
+    let refuses = |p: &nginx_ketama::Peer| answers.refuses(p.name());
     // Groups with failure kinds: each peer answers as recorded, under the group's policy and each request's
     // method and clock; a stale-keepalive peer's cached connection is per worker.
     let policy = record.policy.as_ref().map(|p| p.policy().expect("a recorded policy"));
-    let answers: std::collections::BTreeMap<&str, _> =
-        run.peers.iter().filter_map(|p| Some((p.address.as_str(), p.answer()?))).collect();
     let mut failures = Vec::new();
     let (mut explained, mut plain) = (Worker::new(&up), Worker::new(&up));
     let (mut c_explained, mut c_plain) = (Connections::default(), Connections::default());
@@ -129,16 +117,10 @@ fn replay(record: &Record, run: &Run, checked: &mut usize, walked: &mut usize) -
             None => (explain(&mut explained, &key, now, refuses), plain.request(&key, now, refuses)),
             Some(policy) => {
                 let client = ClientRequest { method: k.method().as_request_method(), ..ClientRequest::default() };
+                let (c_e, c_p) = (&mut c_explained, &mut c_plain);
                 (
-                    explain_with(
-                        &mut explained,
-                        &key,
-                        now,
-                        policy,
-                        &client,
-                        reply(&refusing, &answers, &mut c_explained),
-                    ),
-                    plain.request_with(&key, now, policy, &client, reply(&refusing, &answers, &mut c_plain)),
+                    explain_with(&mut explained, &key, now, policy, &client, |p| answers.reply(p.name(), c_e)),
+                    plain.request_with(&key, now, policy, &client, |p| answers.reply(p.name(), c_p)),
                 )
             }
         };

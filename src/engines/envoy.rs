@@ -528,6 +528,24 @@ fn is_prime(n: u64) -> bool {
     true
 }
 
+/// The ring Envoy's `ring_hash_lb_test.cc` expects in `BasicWithHostname` (and `BasicWithMetadataHashKey`):
+/// host keys `90`…`95`, `minimum_ring_size` 12; `(hash, host index)` in ring order.
+#[cfg(test)]
+pub(crate) const HOSTNAME_TEST_RING: [(u64, usize); 12] = [
+    (1975508444536362413, 5),
+    (2376063919839173711, 5),
+    (2386806903309390596, 3),
+    (6749904478991551885, 4),
+    (6803900775736438537, 3),
+    (7225015537174310577, 2),
+    (8787465352164086522, 0),
+    (11282020843382717940, 2),
+    (13723418369486627818, 1),
+    (13776502110861797421, 0),
+    (14338313586354474791, 1),
+    (15364271037087512980, 4),
+];
+
 #[cfg(test)]
 mod tests {
     //! Every expectation below is copied from Envoy's own unit tests (envoyproxy/envoy,
@@ -620,23 +638,7 @@ mod tests {
     fn ring_matches_envoys_hostname_test() {
         let keys: Vec<String> = (90..=95).map(|p: u16| p.to_string()).collect();
         let r = ring(&keys, &[1; 6], 12, DEFAULT_MAX_RING_SIZE, HashFunction::XxHash);
-        assert_ring(
-            &r,
-            &[
-                (1975508444536362413, 5),
-                (2376063919839173711, 5),
-                (2386806903309390596, 3),
-                (6749904478991551885, 4),
-                (6803900775736438537, 3),
-                (7225015537174310577, 2),
-                (8787465352164086522, 0),
-                (11282020843382717940, 2),
-                (13723418369486627818, 1),
-                (13776502110861797421, 0),
-                (14338313586354474791, 1),
-                (15364271037087512980, 4),
-            ],
-        );
+        assert_ring(&r, &HOSTNAME_TEST_RING);
         assert_eq!(r.choose(7225015537174310577), Some(2));
         assert_eq!(r.choose(6803900775736438537), Some(3));
     }

@@ -41,7 +41,7 @@ pub use groups::{VersionGroup, version_groups};
 pub use record_file::{
     PeerRecord, Record, RecordKey, Run, load_records, merge, record_json, skeleton, to_hex, upstream_of_peers,
 };
-pub use replay::{LibraryReplayer, ReplayFailure, Replayer, replay};
+pub use replay::{LibraryReplayer, PeerAnswers, ReplayFailure, Replayer, replay};
 pub use snapshots::{SNAPSHOT_HEADER, pending_snapshot, render_snapshot, snapshot_name};
 pub use update::{RecordArgs, RecordStatus, record_vectors};
 pub use vocab::method_name;

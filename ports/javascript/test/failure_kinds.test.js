@@ -75,17 +75,7 @@ test('§5.1 listed statuses count only when another attempt will happen', () => 
 
 // ---- whole requests ----
 
-const peer = (server, extra = {}) => ({
-  server,
-  address: server,
-  weight: 1,
-  down: false,
-  backup: false,
-  maxFails: 1,
-  failTimeout: 10,
-  refuses: false,
-  ...extra,
-});
+const { peer } = require('./peers');
 const TWO = [peer('127.0.0.1:9001'), peer('127.0.0.1:9002')];
 function ownerOf(peers, key) {
   const ring = new Ring(peers.filter((p) => !p.backup));

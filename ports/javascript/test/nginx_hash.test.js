@@ -19,17 +19,7 @@ const {
 const hex = (n) => n.toString(16).padStart(8, '0');
 const RULES = rulesFor('1.30.6');
 const five = [9001, 9002, 9003, 9004, 9005].map((p) => ({ server: `127.0.0.1:${p}`, weight: 1 }));
-const peer = (server, extra = {}) => ({
-  server,
-  address: server,
-  weight: 1,
-  down: false,
-  backup: false,
-  maxFails: 1,
-  failTimeout: 10,
-  refuses: false,
-  ...extra,
-});
+const { peer } = require('./peers');
 
 test('§1 CRC32 check values', () => {
   assert.equal(crc32('123456789'), 0xcbf43926);

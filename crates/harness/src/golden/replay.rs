@@ -11,7 +11,7 @@ use crate::run::parity::{KeyKind, Mutation, PlannedRequest, RUN_CLOCK};
 use crate::run::parity::{Model, expect_with};
 use crate::site::failures::{Answer, Connections};
 use anyhow::Result;
-use nginx_ketama::failure::{ClientRequest, RetryPolicy};
+use nginx_ketama::failure::{ClientRequest, Reply, RetryPolicy};
 use nginx_ketama::upstream::Upstream;
 use nginx_ketama::version::NginxVersion;
 use nginx_ketama::worker::Worker;
@@ -91,15 +91,41 @@ pub fn replay(record: &Record, run: &Run, replayer: &dyn Replayer) -> Vec<Replay
 #[derive(Debug)]
 pub struct LibraryReplayer {
     upstream: Upstream,
-    refusing: BTreeSet<String>,
-    failing: Option<Failing>,
+    answers: PeerAnswers,
+    failing: Option<RecordedPolicy>,
 }
 
-/// What a record with failure kinds replays with: each peer's answer by address, the policy, and
-/// optionally one rule changed.
+/// How each peer of a recorded run answers, by address: refusing, or its recorded [`Answer`] (`200 OK`
+/// without one).
 #[derive(Debug, Clone)]
-struct Failing {
+pub struct PeerAnswers {
+    refusing: BTreeSet<String>,
     answers: BTreeMap<String, Answer>,
+}
+
+impl PeerAnswers {
+    /// The answers of `run`'s peers.
+    pub fn of(run: &Run) -> PeerAnswers {
+        PeerAnswers {
+            refusing: run.peers.iter().filter(|p| p.refuses).map(|p| p.address.clone()).collect(),
+            answers: run.peers.iter().filter_map(|p| Some((p.address.clone(), p.answer()?))).collect(),
+        }
+    }
+
+    /// Whether connections to the peer printed as `name` are refused.
+    pub fn refuses(&self, name: &str) -> bool {
+        self.refusing.contains(name)
+    }
+
+    /// How an attempt at the peer printed as `name` ends, on a worker holding `connections`.
+    pub fn reply(&self, name: &str, connections: &mut Connections) -> Reply {
+        connections.reply(name, self.refuses(name), self.answers.get(name).copied())
+    }
+}
+
+/// The retry policy a record with failure kinds replays under, optionally with one rule changed.
+#[derive(Debug, Clone)]
+struct RecordedPolicy {
     policy: RetryPolicy,
     mutation: Option<Mutation>,
 }
@@ -112,17 +138,12 @@ impl LibraryReplayer {
     ///
     /// An upstream the library rejects.
     pub fn new(record: &Record, run: &Run) -> Result<LibraryReplayer> {
-        let refusing = run.peers.iter().filter(|p| p.refuses).map(|p| p.address.clone()).collect();
         let upstream = upstream_of_peers(record.method, run.nginx, run.c_library(), &run.peers)?;
         let failing = match &record.policy {
-            Some(policy) => Some(Failing {
-                answers: run.peers.iter().filter_map(|p| Some((p.address.clone(), p.answer()?))).collect(),
-                policy: policy.policy()?,
-                mutation: None,
-            }),
+            Some(policy) => Some(RecordedPolicy { policy: policy.policy()?, mutation: None }),
             None => None,
         };
-        Ok(LibraryReplayer { upstream, refusing, failing })
+        Ok(LibraryReplayer { upstream, answers: PeerAnswers::of(run), failing })
     }
 
     /// The same replayer with one of nginx's failure rules changed (records with failure kinds only).
@@ -157,18 +178,18 @@ impl LibraryReplayer {
 
 struct WorkerModel<'a> {
     worker: Worker<'a>,
-    refusing: &'a BTreeSet<String>,
+    answers: &'a PeerAnswers,
 }
 
 impl Model for WorkerModel<'_> {
     fn expect(&mut self, key: &[u8]) -> Observation {
-        let refusing = self.refusing;
-        expect_with(&mut self.worker, key, |p| refusing.contains(p.name()))
+        let answers = self.answers;
+        expect_with(&mut self.worker, key, |p| answers.refuses(p.name()))
     }
 
     fn expect_at(&mut self, request: &PlannedRequest, now: u64) -> Observation {
-        let refusing = self.refusing;
-        let out = self.worker.request(&request.key, now, |p| refusing.contains(p.name()));
+        let answers = self.answers;
+        let out = self.worker.request(&request.key, now, |p| answers.refuses(p.name()));
         observation(self.worker.upstream(), &out)
     }
 }
@@ -176,8 +197,8 @@ impl Model for WorkerModel<'_> {
 /// A worker whose peers answer as a record with failure kinds says.
 struct FailingWorkerModel<'a> {
     worker: Worker<'a>,
-    refusing: &'a BTreeSet<String>,
-    failing: &'a Failing,
+    answers: &'a PeerAnswers,
+    failing: &'a RecordedPolicy,
     connections: Connections,
 }
 
@@ -188,7 +209,7 @@ impl Model for FailingWorkerModel<'_> {
     }
 
     fn expect_at(&mut self, request: &PlannedRequest, now: u64) -> Observation {
-        let (refusing, f) = (self.refusing, self.failing);
+        let (answers, f) = (self.answers, self.failing);
         let client = ClientRequest { method: request.method.as_request_method(), ..ClientRequest::default() };
         let connections = &mut self.connections;
         let out = self.worker.request_judged(
@@ -196,9 +217,7 @@ impl Model for FailingWorkerModel<'_> {
             now,
             &Mutation::budget_policy(f.mutation, &f.policy),
             |peer, left| {
-                let name = peer.name();
-                let reply = connections.reply(name, refusing.contains(name), f.answers.get(name).copied());
-                Mutation::decide(f.mutation, reply, &f.policy, &client, left)
+                Mutation::decide(f.mutation, answers.reply(peer.name(), connections), &f.policy, &client, left)
             },
         );
         failure_observation(self.worker.upstream(), &out)
@@ -209,10 +228,10 @@ impl Replayer for LibraryReplayer {
     fn fresh(&self) -> Box<dyn Model + '_> {
         let worker = Worker::new(&self.upstream);
         match &self.failing {
-            None => Box::new(WorkerModel { worker, refusing: &self.refusing }),
+            None => Box::new(WorkerModel { worker, answers: &self.answers }),
             Some(failing) => Box::new(FailingWorkerModel {
                 worker,
-                refusing: &self.refusing,
+                answers: &self.answers,
                 failing,
                 connections: Connections::default(),
             }),
